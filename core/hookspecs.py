@@ -1,0 +1,89 @@
+"""Hook specifications of the kvgate host.
+
+Every concrete feature -- each protocol adapter, tool dialect, chat format, model runtime, cache
+tier, grammar backend, generation guard and CLI command -- is contributed through one of these
+hooks, by the built-in plugins exactly as by third-party ones. Registry hooks receive a
+``register`` callback; registering a name twice is an error (see :mod:`kvgate.core.plugins`).
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("kvgate")
+hookimpl = pluggy.HookimplMarker("kvgate")
+
+
+@hookspec
+def register_adapters(register):
+    """Called once when the app is built, to collect wire-protocol adapters.
+
+    Call ``register(name, build_routes)``: ``build_routes(ctx)`` receives the
+    :class:`kvgate.core.server.ServerContext` and returns a list of Litestar route handlers.
+    Returns nothing.
+    """
+
+
+@hookspec
+def register_dialects(register):
+    """Called when the registry is built, to collect tool-call dialects.
+
+    Call ``register(name, dialect_factory)``: ``dialect_factory(**options)`` returns an object
+    implementing :class:`kvgate.core.dialect.Dialect`. Returns nothing.
+    """
+
+
+@hookspec
+def register_chat_formats(register):
+    """Called when the registry is built, to collect whole-prompt encoders.
+
+    A chat format turns canonical messages and tools into prompt text for models that ship no Jinja
+    template (e.g. DeepSeek DSML). Call ``register(name, format_factory)``: ``format_factory(runtime,
+    dialect)`` returns an object implementing :class:`kvgate.core.chat_format.ChatFormat`.
+    Returns nothing.
+    """
+
+
+@hookspec
+def register_model_runtimes(register):
+    """Called when a model is loaded, to collect runtimes by architecture name.
+
+    Call ``register(architecture, load)``: ``load(source, options)`` receives a
+    :class:`kvgate.core.runtime.ModelSource` and :class:`kvgate.core.config.ModelConfig` and
+    returns a :class:`kvgate.core.runtime.ModelRuntime`. Returns nothing.
+    """
+
+
+@hookspec
+def register_cache_tiers(register):
+    """Called when the cache manager is built, to collect prefix-cache tiers.
+
+    Call ``register(name, build_tier)``: ``build_tier(config, runtime)`` returns a cache tier
+    object (see :mod:`kvgate.core.cache`). Returns nothing.
+    """
+
+
+@hookspec
+def register_grammar_backends(register):
+    """Called when fences are first built, to collect grammar engines.
+
+    Call ``register(name, build_backend)``: ``build_backend(tokenizer_info)`` returns an object that
+    compiles grammars into per-request matchers (see :mod:`kvgate.core.fence`). Returns nothing.
+    """
+
+
+@hookspec
+def register_generation_guards(register):
+    """Called when a request's fence is composed, to collect generation guards.
+
+    Call ``register(name, build_guard)``: ``build_guard(config)`` returns a fresh per-request guard
+    state machine (see :mod:`kvgate.core.fence`). Returns nothing.
+    """
+
+
+@hookspec
+def register_commands(cli):
+    """Called when the ``kvgate`` command line is built.
+
+    ``cli`` is the root :class:`click.Group`; add sub-commands to it. Returns nothing.
+    """

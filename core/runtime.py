@@ -1,0 +1,129 @@
+"""The contract between the host and a model runtime.
+
+A runtime owns everything model-private: weights, the layout of per-token state, forward passes
+and the byte encoding of a session's state. The host only holds :class:`Session` handles and
+token ids. Per-token state lives in fixed-size blocks in a pool; a session is a block table (plus
+any auxiliary state). Blocks are reference-counted so that forked sessions share a prefix's
+blocks; the partial last block is copied on write.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Optional, Sequence
+
+import attrs
+import torch
+
+
+@attrs.define
+class ModelSource:
+    """Where a model comes from: a Hugging Face directory or a GGUF file."""
+
+    path: str
+    kind: str  # "hf" or "gguf"
+    architecture: str = ""
+
+
+@attrs.define
+class ModelInfo:
+    name: str
+    architecture: str
+    vocab_size: int
+    max_context: int
+    trained_context: int
+    eos_token_ids: list[int]
+    bos_token_id: Optional[int]
+    dtype: str
+    device: str
+    has_vision: bool = False
+
+
+@attrs.define(eq=False)
+class Session:
+    """A sequence's state on the device: the tokens it holds and the blocks that hold them.
+
+    ``tokens`` are exactly the tokens whose state is present; ``len(tokens)`` is the position the
+    next token is written at. ``aux`` holds runtime-private auxiliary state.
+    """
+
+    id: int
+    tokens: list[int] = attrs.field(factory=list)
+    block_table: list[int] = attrs.field(factory=list)
+    aux: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+
+class ModelRuntime(abc.ABC):
+    """One loaded model. Not thread-safe: the engine calls it from its single worker thread."""
+
+    info: ModelInfo
+    tokenizer: Any  # tokenizers.Tokenizer
+    chat_template: Optional[str]
+    special_tokens: dict[str, str]  # bos_token / eos_token / unk_token / pad_token -> text
+    block_size: int
+
+    @property
+    @abc.abstractmethod
+    def fingerprint(self) -> str:
+        """A hash of weights, dtype and architecture: state from another fingerprint never matches."""
+
+    # --- sessions -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def new_session(self) -> Session:
+        """An empty session."""
+
+    @abc.abstractmethod
+    def fork(self, session: Session, length: Optional[int] = None) -> Session:
+        """A new session sharing the first ``length`` tokens' blocks of ``session`` (all by default)."""
+
+    @abc.abstractmethod
+    def truncate(self, session: Session, length: int) -> None:
+        """Drop the state of every token past ``length``."""
+
+    @abc.abstractmethod
+    def release(self, session: Session) -> None:
+        """Return the session's blocks to the pool (shared blocks survive while referenced)."""
+
+    # --- forward passes -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False) -> torch.Tensor:
+        """Append ``tokens`` to the session (works on an empty or a non-empty session).
+
+        Returns the fp32 logits of the last position, shape [vocab], or of every new position,
+        shape [len(tokens), vocab], when ``all_logits``.
+        """
+
+    @abc.abstractmethod
+    def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
+        """Append one token to each session in one batched forward; sessions may differ in length.
+
+        Returns fp32 logits, shape [len(sessions), vocab].
+        """
+
+    # --- state as bytes and its size ------------------------------------------------------------
+    @abc.abstractmethod
+    def export_state(self, session: Session, start: int = 0, end: Optional[int] = None) -> bytes:
+        """The per-token state of tokens [start, end) as bytes (layout private to the runtime)."""
+
+    @abc.abstractmethod
+    def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        """Append the state of ``tokens`` (from :meth:`export_state`) to the session.
+
+        Raises ``ValueError`` when ``data`` does not fit ``tokens`` (wrong length or layout).
+        """
+
+    @abc.abstractmethod
+    def state_bytes_per_token(self) -> int:
+        """Bytes of per-token state one token occupies."""
+
+    @abc.abstractmethod
+    def session_bytes(self, session: Session) -> int:
+        """Real bytes allocated for the session (whole blocks, shared ones included)."""
+
+    @abc.abstractmethod
+    def pool_stats(self) -> dict[str, int]:
+        """``{"blocks_total", "blocks_free", "block_bytes"}`` of the block pool."""

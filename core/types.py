@@ -1,0 +1,196 @@
+"""Canonical request and event types shared by every adapter, dialect and the engine.
+
+Adapters translate their wire format into a :class:`ChatRequest` and translate the stream of
+events back. Nothing here knows about HTTP, tokens or model syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+import attrs
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@attrs.define
+class ToolCall:
+    """A call the model made. ``arguments`` is the JSON text exactly as the model produced it."""
+
+    id: str
+    name: str
+    arguments: str
+    namespace: Optional[str] = None
+
+
+@attrs.define
+class Message:
+    """One turn of the conversation.
+
+    ``content`` is plain text (adapters join text parts; they reject media the model cannot see).
+    ``reasoning`` is the assistant's thinking, when the client replays it.
+    """
+
+    role: Role
+    content: str = ""
+    reasoning: Optional[str] = None
+    tool_calls: list[ToolCall] = attrs.field(factory=list)
+    tool_call_id: Optional[str] = None
+    name: Optional[str] = None
+    is_error: bool = False
+
+
+@attrs.define
+class Tool:
+    """A function the model may call. ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    namespace: Optional[str] = None
+    strict: bool = False
+
+    @property
+    def qualified_name(self) -> str:
+        """The name the model sees: namespaced tools are flattened as ``namespace__name``."""
+        return f"{self.namespace}__{self.name}" if self.namespace else self.name
+
+
+@attrs.define
+class ToolChoice:
+    mode: Literal["auto", "none", "required", "named"] = "auto"
+    name: Optional[str] = None
+
+
+@attrs.define
+class ResponseFormat:
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    schema: Optional[dict[str, Any]] = None
+    name: Optional[str] = None
+    strict: bool = False
+
+
+@attrs.define
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    max_tokens: Optional[int] = None
+    stop: list[str] = attrs.field(factory=list)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+
+
+@attrs.define
+class ChatRequest:
+    """The one request shape the pipeline understands."""
+
+    model: str
+    messages: list[Message]
+    tools: list[Tool] = attrs.field(factory=list)
+    tool_choice: ToolChoice = attrs.field(factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    sampling: SamplingParams = attrs.field(factory=SamplingParams)
+    response_format: ResponseFormat = attrs.field(factory=ResponseFormat)
+    reasoning: Optional[bool] = None
+    cache_key: Optional[str] = None
+    request_id: str = ""
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+    def tool_by_qualified_name(self, name: str) -> Optional[Tool]:
+        for tool in self.tools:
+            if tool.qualified_name == name:
+                return tool
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Output events. Indices count tool calls within one assistant message: 0, 1, 2, ...
+
+
+@attrs.define
+class ReasoningDelta:
+    text: str
+
+
+@attrs.define
+class TextDelta:
+    text: str
+
+
+@attrs.define
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+    namespace: Optional[str] = None
+
+
+@attrs.define
+class ToolCallArgsDelta:
+    index: int
+    text: str
+
+
+@attrs.define
+class ToolCallEnd:
+    index: int
+    arguments: str
+
+
+@attrs.define
+class ParseIssue:
+    """The dialect parser found something malformed (duplicate parameter, unknown tool, unclosed block)."""
+
+    message: str
+    raw: str = ""
+
+
+@attrs.define
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens_device: int = 0
+    cached_tokens_ssd: int = 0
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.cached_tokens_device + self.cached_tokens_ssd
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+FinishReason = Literal["stop", "length", "tool_calls", "stop_sequence", "cancelled", "error"]
+
+
+@attrs.define
+class Finished:
+    reason: FinishReason
+    usage: Usage
+    stop_sequence: Optional[str] = None
+    guard_interventions: int = 0
+    issues: list[ParseIssue] = attrs.field(factory=list)
+
+
+@attrs.define
+class Started:
+    """Sent once the prompt is accepted (tokenized, fits the context, admitted)."""
+
+    prompt_tokens: int
+
+
+@attrs.define
+class Heartbeat:
+    """Sent periodically while a long prefill runs, so adapters can emit keep-alives."""
+
+
+Event = Union[
+    Started, Heartbeat, ReasoningDelta, TextDelta, ToolCallStart, ToolCallArgsDelta, ToolCallEnd,
+    ParseIssue, Finished,
+]
