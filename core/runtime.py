@@ -16,6 +16,10 @@ import attrs
 import torch
 
 
+class OutOfBlocks(RuntimeError):
+    """The block pool has no free block for the requested state; the engine reclaims and retries."""
+
+
 @attrs.define
 class ModelSource:
     """Where a model comes from: a Hugging Face directory or a GGUF file."""

@@ -176,6 +176,7 @@ class Finished:
     stop_sequence: Optional[str] = None
     guard_interventions: int = 0
     issues: list[ParseIssue] = attrs.field(factory=list)
+    error: Optional[str] = None  # set when reason == "error": what went wrong after the stream began
 
 
 @attrs.define

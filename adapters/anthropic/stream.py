@@ -1,0 +1,185 @@
+"""Canonical events -> Anthropic stream events, in the order clients check.
+
+Wire order::
+
+    message_start
+    (ping)                                   once early, then on every Heartbeat
+    content_block_start {index: i}           i = 0, 1, 2, ... one block open at a time
+      content_block_delta*                   text_delta | thinking_delta (+ one signature_delta
+                                             before a thinking block's stop) | input_json_delta
+    content_block_stop {index: i}
+    message_delta {stop_reason, stop_sequence, usage{output_tokens, input_tokens, cache_*}}
+    message_stop
+
+``input_json_delta`` fragments are forwarded while they remain a prefix of one JSON object; at
+the call's end the rest is sent, so the fragments always concatenate to the JSON of ``input``.
+A ``Finished(reason="error")`` becomes an ``error`` event instead of ``message_delta``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from kvgate.adapters.anthropic.jsonprefix import JsonObjectPrefix
+from kvgate.core.types import (
+    Finished, Heartbeat, ReasoningDelta, Started, TextDelta, ToolCallArgsDelta, ToolCallEnd,
+    ToolCallStart, Usage)
+
+WireEvent = tuple[str, dict[str, Any]]
+THINKING_SIGNATURE = "kvgate-local"  # there is no real signature; clients drop unsigned thinking
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+                "stop_sequence": "stop_sequence", "cancelled": "end_turn"}
+
+
+def usage_fields(usage: Usage) -> dict[str, int]:
+    """Anthropic usage: input_tokens excludes the tokens read from the prefix cache."""
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    return {"input_tokens": usage.prompt_tokens - cached, "output_tokens": usage.completion_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+
+
+def message_shell(message_id: str, model: str, prompt_tokens: int) -> dict[str, Any]:
+    return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": usage_fields(Usage(prompt_tokens=prompt_tokens))}
+
+
+def error_event(kind: str, message: str) -> WireEvent:
+    return "error", {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class _ToolBlock:
+    def __init__(self, call_index: int) -> None:
+        self.call_index = call_index
+        self.prefix = JsonObjectPrefix()
+        self.sent = ""
+        self.complete = False
+
+
+class MessageStream:
+    """Feed canonical events in order; each call returns the wire events they produce."""
+
+    def __init__(self, message_id: str, model: str) -> None:
+        self.message_id, self.model = message_id, model
+        self.index = -1
+        self.open: Optional[str] = None  # "text" | "thinking" | "tool_use"
+        self.tool: Optional[_ToolBlock] = None
+        self.saw_tool_use = False
+        self.started = self.finished = False
+
+    def feed(self, event: Any) -> list[WireEvent]:
+        if self.finished:
+            return []
+        handler = {Started: self._started, Heartbeat: self._ping, TextDelta: self._text,
+                   ReasoningDelta: self._thinking, ToolCallStart: self._tool_start,
+                   ToolCallArgsDelta: self._tool_args, ToolCallEnd: self._tool_end,
+                   Finished: self._finished}.get(type(event))
+        out = [] if self.started or isinstance(event, Started) else self._started(Started(0))
+        return out + (handler(event) if handler else [])
+
+    # -- message ------------------------------------------------------------------------------
+    def _started(self, event: Started) -> list[WireEvent]:
+        if self.started:
+            return []
+        self.started = True
+        shell = message_shell(self.message_id, self.model, event.prompt_tokens)
+        return [("message_start", {"type": "message_start", "message": shell}), *self._ping(event)]
+
+    def _ping(self, _event: Any) -> list[WireEvent]:
+        return [("ping", {"type": "ping"})]
+
+    def _finished(self, event: Finished) -> list[WireEvent]:
+        out = self._close()
+        self.finished = True
+        if event.reason == "error":
+            return out + [error_event("api_error", "Generation failed on the server.")]
+        reason = STOP_REASONS.get(event.reason, "end_turn")
+        if self.saw_tool_use and reason == "end_turn":
+            reason = "tool_use"
+        delta = {"stop_reason": reason, "stop_sequence": event.stop_sequence if reason == "stop_sequence" else None}
+        out.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}))
+        return out + [("message_stop", {"type": "message_stop"})]
+
+    # -- blocks -------------------------------------------------------------------------------
+    def _open(self, kind: str, block: dict[str, Any]) -> list[WireEvent]:
+        out = self._close()
+        self.index += 1
+        self.open = kind
+        return out + [("content_block_start", {"type": "content_block_start", "index": self.index,
+                                               "content_block": block})]
+
+    def _close(self) -> list[WireEvent]:
+        if self.open is None:
+            return []
+        out = []
+        if self.open == "thinking":
+            out.append(self._delta({"type": "signature_delta", "signature": THINKING_SIGNATURE}))
+        if self.open == "tool_use" and self.tool is not None and not self.tool.complete:
+            out.extend(self._json(self.tool.prefix.closing()))
+        self.open, self.tool = None, None
+        return out + [("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+    def _delta(self, delta: dict[str, Any]) -> WireEvent:
+        return "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta}
+
+    def _text(self, event: TextDelta) -> list[WireEvent]:
+        if not event.text:
+            return []
+        out = [] if self.open == "text" else self._open("text", {"type": "text", "text": ""})
+        return out + [self._delta({"type": "text_delta", "text": event.text})]
+
+    def _thinking(self, event: ReasoningDelta) -> list[WireEvent]:
+        if not event.text:
+            return []
+        out = [] if self.open == "thinking" else self._open(
+            "thinking", {"type": "thinking", "thinking": "", "signature": ""})
+        return out + [self._delta({"type": "thinking_delta", "thinking": event.text})]
+
+    # -- tool calls ---------------------------------------------------------------------------
+    def _tool_start(self, event: ToolCallStart) -> list[WireEvent]:
+        name = f"{event.namespace}__{event.name}" if event.namespace else event.name
+        out = self._open("tool_use", {"type": "tool_use", "id": f"toolu_{event.id}", "name": name, "input": {}})
+        self.tool = _ToolBlock(event.index)
+        self.saw_tool_use = True
+        return out
+
+    def _tool_args(self, event: ToolCallArgsDelta) -> list[WireEvent]:
+        tool = self.tool
+        if tool is None or tool.call_index != event.index or tool.prefix.blocked:
+            return []
+        accepted = tool.prefix.feed(event.text)
+        return self._json(event.text[:accepted])
+
+    def _tool_end(self, event: ToolCallEnd) -> list[WireEvent]:
+        tool = self.tool
+        if tool is None or tool.call_index != event.index:
+            return []
+        rest = remaining_arguments(tool.sent, event.arguments)
+        out = [] if rest is None else self._json(rest)
+        tool.complete = rest is not None
+        return out + self._close()
+
+    def _json(self, text: str) -> list[WireEvent]:
+        if not text or self.tool is None:
+            return []
+        self.tool.sent += text
+        return [self._delta({"type": "input_json_delta", "partial_json": text})]
+
+
+def remaining_arguments(sent: str, arguments: str) -> Optional[str]:
+    """What completes ``sent`` into the call's input JSON, or None when only closing() can."""
+    parsed = parse_object(arguments)
+    if parsed is not None and arguments.startswith(sent):
+        return arguments[len(sent):]
+    if not sent:
+        return json.dumps(parsed if parsed is not None else {}, ensure_ascii=False)
+    return None
+
+
+def parse_object(text: str) -> Optional[dict[str, Any]]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None

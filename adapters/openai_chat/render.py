@@ -1,0 +1,87 @@
+"""Pieces shared by the non-streaming object and the chunk stream.
+
+Extensions beyond the OpenAI schema (the SDK keeps them in ``model_extra``):
+
+* ``usage.kvgate = {"cached_tokens_device": n, "cached_tokens_ssd": n}``: where cached prompt
+  tokens came from (``prompt_tokens_details.cached_tokens`` is their sum).
+* ``kvgate = {"guard_interventions": n, "parse_issues": [{"message", "raw"}]}`` on the response
+  object (always) and on the finishing chunk (only when either is non-empty).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Optional
+
+import attrs
+
+from kvgate.adapters.openai_chat.messages import CALL_PREFIX
+from kvgate.core.types import ChatRequest, Finished, ParseIssue, Usage
+
+log = logging.getLogger("kvgate.adapters.openai_chat")
+
+
+
+@attrs.define
+class ResponseMeta:
+    """What every rendered object repeats: id, creation time and the model name the client asked for."""
+
+    id: str
+    created: int
+    model: str
+    named_tool_choice: bool = False
+    include_usage: bool = False
+
+
+def new_meta(model: str, request: ChatRequest, include_usage: bool = False) -> ResponseMeta:
+    return ResponseMeta(id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=model,
+                        named_tool_choice=request.tool_choice.mode == "named", include_usage=include_usage)
+
+
+def finish_reason(reason: str, made_tool_calls: bool, named_tool_choice: bool) -> str:
+    """The wire ``finish_reason``: ``tool_calls`` whenever calls were made, except under a named
+    tool_choice, where OpenAI answers ``stop``; stop sequences are ``stop`` too."""
+    if reason == "length":
+        return "length"
+    if made_tool_calls or reason == "tool_calls":
+        return "stop" if named_tool_choice else "tool_calls"
+    return "stop"
+
+
+def wire_tool_name(name: str, namespace: Optional[str]) -> str:
+    return f"{namespace}__{name}" if namespace else name
+
+
+def usage_object(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "kvgate": {"cached_tokens_device": usage.cached_tokens_device,
+                   "cached_tokens_ssd": usage.cached_tokens_ssd},
+    }
+
+
+def merge_issues(streamed: list[ParseIssue], finished: Finished) -> list[ParseIssue]:
+    """Issues seen as events plus those only reported on ``Finished``, each once, in order."""
+    merged = list(streamed)
+    merged.extend(issue for issue in finished.issues if issue not in merged)
+    return merged
+
+
+def extension(finished: Finished, issues: list[ParseIssue]) -> dict[str, Any]:
+    return {"guard_interventions": finished.guard_interventions,
+            "parse_issues": [{"message": issue.message, "raw": issue.raw} for issue in issues]}
+
+
+def log_issue(meta: ResponseMeta, issue: ParseIssue) -> None:
+    log.warning("%s: tool-call parse issue: %s (raw %r)", meta.id, issue.message, issue.raw[:200])
+
+
+def generation_failed_message(issues: list[ParseIssue]) -> str:
+    detail = f": {issues[-1].message}" if issues else "."
+    return f"Generation failed{detail}"

@@ -1,0 +1,90 @@
+"""``POST /v1/chat/completions`` (and ``/chat/completions``): body -> ChatRequest -> pipeline -> wire.
+
+Errors before the first event (bad input, unknown model, context overflow, overload) are plain HTTP
+errors in OpenAI shape (the protocol router renders them); errors after the SSE headers went out
+become an in-stream ``data: {"error": ...}`` frame. Leaving the event iterator early (client gone)
+closes it, which cancels the request in the pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from litestar import Request, Response, post
+
+from kvgate.adapters.openai_chat.completion import Collected, completion_object
+from kvgate.adapters.openai_chat.fields import typed
+from kvgate.adapters.openai_chat.render import ResponseMeta, generation_failed_message, log, merge_issues, new_meta
+from kvgate.adapters.openai_chat.request import to_chat_request
+from kvgate.adapters.openai_chat.stream import ChunkRenderer
+from kvgate.core.errors import KvgateError
+from kvgate.core.http import read_json_object, sse_response
+
+
+def chat_route(ctx):
+    @post(["/v1/chat/completions", "/chat/completions"], status_code=200)
+    async def chat_completions(request: Request) -> Response:
+        body = await read_json_object(request)
+        requested = typed(body, "model", str, "")
+        served = ctx.resolve_model(requested)
+        chat = to_chat_request(body, served, ctx.pipeline.model_info.has_vision, request.headers)
+        streaming = body.get("stream") is True
+        options = body.get("stream_options") or {}
+        meta = new_meta(requested or served, chat, include_usage=streaming and options.get("include_usage") is True)
+        events = ctx.pipeline.stream(chat)
+        if streaming:
+            return await stream_response(events, meta)
+        return await complete(events, meta)
+
+    return chat_completions
+
+
+async def complete(events: AsyncIterator, meta: ResponseMeta) -> Response:
+    collected = Collected(meta)
+    try:
+        async for event in events:
+            collected.add(event)
+    finally:
+        await events.aclose()
+    finished = collected.finished
+    if finished is None:
+        raise KvgateError("Generation ended without a result.")
+    if finished.reason == "error":
+        raise KvgateError(generation_failed_message(merge_issues(collected.issues, finished)))
+    return Response(completion_object(collected), media_type="application/json")
+
+
+async def stream_response(events: AsyncIterator, meta: ResponseMeta) -> Any:
+    """Wait for ``Started`` (so refusals are ordinary HTTP errors), then stream SSE frames."""
+    try:
+        first = await events.__anext__()
+    except StopAsyncIteration:
+        await events.aclose()
+        raise KvgateError("Generation ended without a result.") from None
+    except BaseException:
+        await events.aclose()
+        raise
+    return sse_response(sse_frames(first, events, ChunkRenderer(meta)))
+
+
+async def sse_frames(first: Any, events: AsyncIterator, renderer: ChunkRenderer) -> AsyncIterator[bytes]:
+    done = False
+    try:
+        for frame in renderer.render(first):
+            yield frame
+        async for event in events:
+            for frame in renderer.render(event):
+                done = done or frame.startswith(b"data: [DONE]")
+                yield frame
+        if not done:
+            for frame in renderer.error_frames(KvgateError("Generation ended without a result.")):
+                yield frame
+    except KvgateError as exc:
+        for frame in renderer.error_frames(exc):
+            yield frame
+    except Exception:
+        log.exception("%s: streaming failed", renderer.meta.id)
+        for frame in renderer.error_frames(KvgateError("Internal server error.")):
+            yield frame
+    finally:
+        await events.aclose()

@@ -1,0 +1,116 @@
+"""Canonical events -> Chat Completions SSE frames (``data:`` lines only, ended by ``[DONE]``).
+
+Sequence (every chunk repeats the same ``id``, ``object``, ``created`` and ``model``)::
+
+    {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}   on Started
+    : keep-alive                                                                          on Heartbeat
+    {"choices":[{"index":0,"delta":{"reasoning_content":"..."},"finish_reason":null}]}
+    {"choices":[{"index":0,"delta":{"content":"..."},"finish_reason":null}]}
+    {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_..","type":"function",
+                                                    "function":{"name":"f","arguments":""}}]},...}]}
+    {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{..."}}]},...}]}
+    {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}], "kvgate":{...}?}
+    {"choices":[],"usage":{...}}                              only with stream_options.include_usage
+    [DONE]
+
+``role`` is sent once; a tool call's ``id``/``type``/``name`` only in its first fragment. If a
+``ToolCallEnd`` carries more argument text than was streamed, the rest is sent before finishing.
+Errors after the headers are ``data: {"error": {...}}`` followed by ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvgate.adapters.openai_chat.render import (
+    CALL_PREFIX, ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, merge_issues,
+    usage_object, wire_tool_name,
+)
+from kvgate.core.errors import KvgateError
+from kvgate.core.http import openai_error_body, sse_event
+from kvgate.core.types import (
+    Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallArgsDelta, ToolCallEnd,
+    ToolCallStart,
+)
+
+KEEP_ALIVE = b": keep-alive\n\n"
+DONE = sse_event("[DONE]")
+
+
+class ChunkRenderer:
+    """Turns one request's events into SSE frames; holds the per-stream counters."""
+
+    def __init__(self, meta: ResponseMeta):
+        self.meta = meta
+        self.role_sent = False
+        self.streamed_args: dict[int, str] = {}
+        self.issues: list[ParseIssue] = []
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.meta.id, "object": "chat.completion.chunk", "created": self.meta.created,
+                "model": self.meta.model, "system_fingerprint": None,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    def render(self, event: Event) -> list[bytes]:
+        if isinstance(event, Heartbeat):
+            return [KEEP_ALIVE]
+        frames = self._role_frame() if not self.role_sent else []
+        if isinstance(event, TextDelta) and event.text:
+            frames.append(sse_event(self.chunk({"content": event.text})))
+        elif isinstance(event, ReasoningDelta) and event.text:
+            frames.append(sse_event(self.chunk({"reasoning_content": event.text})))
+        elif isinstance(event, (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)):
+            frames.extend(self._tool_frames(event))
+        elif isinstance(event, ParseIssue):
+            log_issue(self.meta, event)
+            self.issues.append(event)
+        elif isinstance(event, Finished):
+            frames.extend(self._finish_frames(event))
+        return frames
+
+    def _role_frame(self) -> list[bytes]:
+        self.role_sent = True
+        return [sse_event(self.chunk({"role": "assistant", "content": ""}))]
+
+    def _tool_frames(self, event: Event) -> list[bytes]:
+        if isinstance(event, ToolCallStart):
+            self.streamed_args[event.index] = ""
+            fragment = {"index": event.index, "id": CALL_PREFIX + event.id, "type": "function",
+                        "function": {"name": wire_tool_name(event.name, event.namespace), "arguments": ""}}
+            return [sse_event(self.chunk({"tool_calls": [fragment]}))]
+        if event.index not in self.streamed_args:
+            log.warning("%s: tool-call event for unknown index %d dropped", self.meta.id, event.index)
+            return []
+        sent = self.streamed_args[event.index]
+        text = event.text if isinstance(event, ToolCallArgsDelta) else self._unsent_tail(event.index, event.arguments)
+        if not text:
+            return []
+        self.streamed_args[event.index] = sent + text
+        return [sse_event(self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": text}}]}))]
+
+    def _finish_frames(self, finished: Finished) -> list[bytes]:
+        if finished.reason == "error":
+            error = KvgateError(generation_failed_message(merge_issues(self.issues, finished)))
+            return self.error_frames(error)
+        reason = finish_reason(finished.reason, bool(self.streamed_args), self.meta.named_tool_choice)
+        last = self.chunk({}, reason)
+        issues = merge_issues(self.issues, finished)
+        if issues or finished.guard_interventions:
+            last["kvgate"] = extension(finished, issues)
+        frames = [sse_event(last)]
+        if self.meta.include_usage:
+            frames.append(sse_event({"id": self.meta.id, "object": "chat.completion.chunk",
+                                     "created": self.meta.created, "model": self.meta.model,
+                                     "choices": [], "usage": usage_object(finished.usage)}))
+        return frames + [DONE]
+
+    def _unsent_tail(self, index: int, final: str) -> str:
+        """The part of the final arguments not streamed yet ('' when the stream already diverged)."""
+        sent = self.streamed_args[index]
+        if final.startswith(sent):
+            return final[len(sent):]
+        log.warning("%s: tool call %d final arguments differ from the streamed ones", self.meta.id, index)
+        return ""
+
+    def error_frames(self, error: KvgateError) -> list[bytes]:
+        return [sse_event(openai_error_body(error)), DONE]

@@ -1,0 +1,81 @@
+"""HTTP routes of the Responses API (each served with and without the ``/v1`` prefix).
+
+POST   /v1/responses                       create (JSON, or SSE when ``stream: true``)
+GET    /v1/responses/{id}                  a stored response (404 when unknown or ``store: false``)
+DELETE /v1/responses/{id}                  ``{"id", "object": "response.deleted", "deleted": true}``
+GET    /v1/responses/{id}/input_items      ``{"object": "list", "data": [...], ...}``
+POST   /v1/responses/input_tokens          ``{"object": "response.input_tokens", "input_tokens": N}``
+
+SSE framing: ``event: <type>`` + ``data: <json>``; a ``: keep-alive`` comment during a long prefill.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, AsyncIterator
+
+from litestar import Request, Response, delete, get, post
+
+from kvgate.core.errors import NotFound
+from kvgate.core.http import read_json_object, sse_event, sse_response
+from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call
+from kvgate.adapters.responses.store import ResponseStore
+
+CACHE_KEY_HEADER = "x-kvgate-cache-key"
+
+
+def both(path: str) -> list[str]:
+    return [f"/v1{path}", path]
+
+
+def _json(data: Any) -> Response:
+    return Response(data, status_code=200, media_type="application/json")
+
+
+async def sse_chunks(run: Run) -> AsyncIterator[bytes]:
+    async for event in run.events():
+        yield b": keep-alive\n\n" if event is HEARTBEAT else sse_event(event, event["type"])
+
+
+def http_handlers(ctx: Any, store: ResponseStore) -> list:
+    def stored(response_id: str):
+        record = store.get(response_id)
+        if record is None:
+            raise NotFound(f"No response found with id '{response_id}'.", param="response_id")
+        return record
+
+    @post(both("/responses"))
+    async def create_response(request: Request) -> Response:
+        body = await read_json_object(request)
+        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))
+        run = await begin(ctx, store, call, streaming=call.stream)
+        if call.stream:
+            return sse_response(sse_chunks(run))
+        return _json(await complete(run))
+
+    @get(both("/responses/{response_id:str}"))
+    async def retrieve_response(response_id: str) -> Response:
+        return _json(stored(response_id).response)
+
+    @delete(both("/responses/{response_id:str}"), status_code=200)
+    async def delete_response(response_id: str) -> Response:
+        stored(response_id)
+        store.delete(response_id)
+        return _json({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    @get(both("/responses/{response_id:str}/input_items"))
+    async def list_input_items(response_id: str) -> Response:
+        items = stored(response_id).input_items
+        return _json({"object": "list", "data": items, "has_more": False,
+                      "first_id": items[0]["id"] if items else None, "last_id": items[-1]["id"] if items else None})
+
+    @post(both("/responses/input_tokens"))
+    async def count_input_tokens(request: Request) -> Response:
+        body = await read_json_object(request)
+        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))
+        count = ctx.pipeline.count_prompt_tokens(call.chat)
+        if inspect.isawaitable(count):
+            count = await count
+        return _json({"object": "response.input_tokens", "input_tokens": int(count)})
+
+    return [create_response, retrieve_response, delete_response, list_input_items, count_input_tokens]

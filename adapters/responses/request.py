@@ -1,0 +1,124 @@
+"""A Responses create body (HTTP or a WebSocket ``response.create``) -> a canonical ChatRequest.
+
+``instructions`` become a leading system message and are never inherited through
+``previous_response_id``; the prior conversation (stored messages) comes first, then ``input``.
+Unknown fields are ignored; wrong types get a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Optional
+
+import attrs
+
+from kvgate.core.errors import InvalidRequest
+from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams
+from kvgate.adapters.responses.input_items import convert_input
+from kvgate.adapters.responses.tools import convert_tool_choice, convert_tools
+
+
+@attrs.define
+class ResponsesCall:
+    """One parsed create request: the canonical request plus what the wire response echoes."""
+
+    chat: ChatRequest
+    body: dict[str, Any]
+    conversation: list[Message]  # prior + input, without instructions: what a stored record keeps
+    store: bool = True
+    stream: bool = False
+    previous_response_id: Optional[str] = None
+
+    @property
+    def wants_encrypted_reasoning(self) -> bool:
+        include = self.body.get("include")
+        return isinstance(include, list) and "reasoning.encrypted_content" in include
+
+
+def _number(body: dict, key: str, low: float, high: float) -> Optional[float]:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise InvalidRequest(f"{key} must be a number between {low} and {high}.", param=key)
+    return float(value)
+
+
+def _sampling(body: dict) -> SamplingParams:
+    sampling = SamplingParams()
+    temperature, top_p = _number(body, "temperature", 0, 2), _number(body, "top_p", 0, 1)
+    if temperature is not None:
+        sampling.temperature = temperature
+    if top_p is not None:
+        sampling.top_p = top_p
+    limit = body.get("max_output_tokens")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidRequest("max_output_tokens must be a positive integer.", param="max_output_tokens")
+        sampling.max_tokens = limit
+    return sampling
+
+
+def _response_format(body: dict) -> ResponseFormat:
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
+        return ResponseFormat()
+    if fmt["type"] == "json_object":
+        return ResponseFormat(type="json_object")
+    if fmt["type"] == "json_schema":
+        if not isinstance(fmt.get("schema"), dict):
+            raise InvalidRequest("text.format.schema must be a JSON Schema object.", param="text.format.schema")
+        return ResponseFormat(type="json_schema", schema=fmt["schema"], name=fmt.get("name"),
+                              strict=fmt.get("strict") is True)
+    raise InvalidRequest(f"text.format.type {fmt['type']!r} is not supported.", param="text.format.type")
+
+
+def _reasoning_switch(body: dict) -> Optional[bool]:
+    reasoning = body.get("reasoning")
+    if not isinstance(reasoning, dict):
+        return None
+    return reasoning.get("effort") != "none"
+
+
+def _reject_unsupported(body: dict) -> None:
+    if body.get("background") is True:
+        raise InvalidRequest("background mode is not supported by this server.", param="background")
+    if body.get("conversation") is not None:
+        raise InvalidRequest("conversation objects are not supported; use previous_response_id.",
+                             param="conversation")
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidRequest("instructions must be a string.", param="instructions")
+    previous = body.get("previous_response_id")
+    if previous is not None and not isinstance(previous, str):
+        raise InvalidRequest("previous_response_id must be a string.", param="previous_response_id")
+
+
+def _cache_key(body: dict, header_key: Optional[str], prior_key: Optional[str]) -> Optional[str]:
+    for key in (header_key, body.get("prompt_cache_key"), body.get("user"), prior_key):
+        if isinstance(key, str) and key:
+            return key
+    return None
+
+
+def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: Optional[list[Message]] = None,
+                 prior_cache_key: Optional[str] = None, header_cache_key: Optional[str] = None) -> ResponsesCall:
+    """Parse a create body; ``prior`` is the resolved ``previous_response_id`` conversation."""
+    _reject_unsupported(body)
+    converted = convert_input(body.get("input"), has_vision, prior)
+    tools = convert_tools(body.get("tools")) + converted.tools
+    instructions = body.get("instructions") or ""
+    system = [Message(role="system", content=instructions)] if instructions else []
+    parallel = body.get("parallel_tool_calls")
+    chat = ChatRequest(
+        model=model, messages=system + converted.messages, tools=tools,
+        tool_choice=convert_tool_choice(body.get("tool_choice"), tools),
+        parallel_tool_calls=parallel is not False, sampling=_sampling(body),
+        response_format=_response_format(body), reasoning=_reasoning_switch(body),
+        cache_key=_cache_key(body, header_cache_key, prior_cache_key), request_id=uuid.uuid4().hex,
+    )
+    if not chat.messages:
+        raise InvalidRequest("input is empty: send at least one message.", param="input")
+    return ResponsesCall(chat=chat, body=body, conversation=converted.messages, store=body.get("store") is not False,
+                         stream=body.get("stream") is True, previous_response_id=body.get("previous_response_id"))

@@ -1,0 +1,140 @@
+"""Running one Responses request: resolve ``previous_response_id``, drive the pipeline, render
+events, keep the record. Shared by the non-streaming, SSE and WebSocket paths.
+
+:func:`begin` starts the pipeline and waits for its first event, so that errors raised before
+generation are normal HTTP errors; ``context_length_exceeded`` instead becomes an in-stream
+``response.failed`` when the caller streams (that is what Codex maps to "context window exceeded").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, AsyncIterator, Optional
+
+import attrs
+
+from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.types import Heartbeat
+from kvgate.adapters.responses import objects
+from kvgate.adapters.responses.render import StreamRenderer
+from kvgate.adapters.responses.request import ResponsesCall, parse_create
+from kvgate.adapters.responses.store import ResponseStore, StoredResponse
+
+log = logging.getLogger("kvgate.responses")
+HEARTBEAT = None  # yielded by Run.events() while a long prefill runs
+
+
+def previous_not_found(previous_id: str) -> InvalidRequest:
+    return InvalidRequest(f"Previous response with id '{previous_id}' not found.",
+                          param="previous_response_id", code="previous_response_not_found")
+
+
+def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cache_key: Optional[str] = None,
+               local: Optional[dict[str, StoredResponse]] = None) -> ResponsesCall:
+    """Validate ``body`` and build its canonical request, with the prior conversation resolved
+    from connection-local memory (``local``, WebSocket only) or the store."""
+    served = ctx.resolve_model(body.get("model"))
+    previous_id = body.get("previous_response_id")
+    prior = None
+    if isinstance(previous_id, str) and previous_id:
+        prior = (local or {}).get(previous_id) or store.get(previous_id)
+        if prior is None:
+            raise previous_not_found(previous_id)
+    return parse_create(body, model=served, has_vision=ctx.pipeline.model_info.has_vision,
+                        prior=prior.messages if prior else None, prior_cache_key=prior.cache_key if prior else None,
+                        header_cache_key=header_cache_key)
+
+
+def input_items_with_ids(value: Any) -> list[dict[str, Any]]:
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}] \
+        if isinstance(value, str) else [i for i in value or [] if isinstance(i, dict)]
+    return [{"id": objects.new_id("msg" if item.get("type", "message") == "message" else "item"), **item}
+            for item in items]
+
+
+@attrs.define(eq=False)
+class Run:
+    ctx: Any
+    store: ResponseStore
+    call: ResponsesCall
+    renderer: StreamRenderer
+    stream: Any = None
+    first: Any = None
+    failure: Optional[KvgateError] = None
+    record: Optional[StoredResponse] = None
+
+    async def events(self) -> AsyncIterator[Optional[dict[str, Any]]]:
+        """Wire events in order (``HEARTBEAT`` during a prefill); the record is kept at the end."""
+        try:
+            for event in self.renderer.start():
+                yield event
+            if self.failure is not None:
+                for event in self.renderer.fail(self.failure.code or "server_error", self.failure.message):
+                    yield event
+            else:
+                async for event in self._generated():
+                    yield event
+            self.keep()
+        finally:
+            if self.stream is not None:
+                await self.stream.aclose()
+
+    async def _generated(self) -> AsyncIterator[Optional[dict[str, Any]]]:
+        event = self.first
+        try:
+            while not self.renderer.finished:
+                if isinstance(event, Heartbeat):
+                    yield HEARTBEAT
+                for wire in self.renderer.feed(event):
+                    yield wire
+                if self.renderer.finished:
+                    break
+                event = await self.stream.__anext__()
+        except StopAsyncIteration:
+            pass
+        except KvgateError as exc:
+            log.warning("responses: generation failed: %s", exc.message)
+            for wire in self.renderer.fail(exc.code or "server_error", exc.message):
+                yield wire
+        if not self.renderer.finished:
+            for wire in self.renderer.fail("server_error", "The generation ended without a result."):
+                yield wire
+
+    def keep(self, with_output: bool = True) -> StoredResponse:
+        messages = list(self.call.conversation)
+        if with_output and self.renderer.response["output"]:
+            messages.append(self.renderer.assistant)
+        self.record = StoredResponse(response=self.renderer.response,
+                                     input_items=input_items_with_ids(self.call.body.get("input")),
+                                     messages=messages, cache_key=self.call.chat.cache_key)
+        if self.call.store:
+            self.store.put(self.record)
+        return self.record
+
+
+def new_run(ctx: Any, store: ResponseStore, call: ResponsesCall) -> Run:
+    echo = {**call.body, "model": call.body.get("model") or call.chat.model}
+    renderer = StreamRenderer(objects.response_envelope(objects.new_id("resp"), echo),
+                              encrypted_reasoning=call.wants_encrypted_reasoning)
+    return Run(ctx=ctx, store=store, call=call, renderer=renderer)
+
+
+async def begin(ctx: Any, store: ResponseStore, call: ResponsesCall, streaming: bool) -> Run:
+    """Start the pipeline and take its first event; errors before generation propagate, except
+    a context overflow while ``streaming`` (then the run reports it as ``response.failed``)."""
+    run = new_run(ctx, store, call)
+    try:
+        run.stream = ctx.pipeline.stream(call.chat)
+        run.first = await run.stream.__anext__()
+    except ContextLengthExceeded as exc:
+        if not streaming:
+            raise
+        run.stream, run.failure = None, exc
+    return run
+
+
+async def complete(run: Run) -> dict[str, Any]:
+    """Drain a run (non-streaming) and return the final Response object."""
+    async for _ in run.events():
+        pass
+    return run.renderer.response

@@ -1,0 +1,140 @@
+"""The Litestar application factory: loads the model, builds the pipeline, mounts every adapter."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any, Optional
+
+import pluggy
+import torch
+from litestar import Litestar, Request, Response, get, head
+from litestar.exceptions import HTTPException
+
+from kvgate.core.config import Config, load_config
+from kvgate.core.engine.scheduler import Engine
+from kvgate.core.errors import KvgateError
+from kvgate.core.http import openai_error_body
+from kvgate.core.metrics import Metrics
+from kvgate.core.model_loading import build_chat_format, load_runtime
+from kvgate.core.pipeline import Pipeline
+from kvgate.core.plugins import build_plugin_manager, collect
+from kvgate.core.request_log import RequestLogMiddleware
+from kvgate.core.server import ServerContext
+from kvgate.core.tokenizer import TokenizerService
+
+log = logging.getLogger("kvgate")
+
+
+def namespace_for(runtime, dialect_name: str, chat_format, tokenizer_fingerprint: str) -> str:
+    template = getattr(chat_format, "source", "") or getattr(chat_format, "name", "")
+    try:
+        from kvgate.core.cache.namespace import namespace_for as cache_namespace
+
+        return cache_namespace(runtime.fingerprint, runtime.info.dtype, template, dialect_name, tokenizer_fingerprint)
+    except ImportError:
+        parts = [runtime.fingerprint, runtime.info.dtype, template, dialect_name, tokenizer_fingerprint]
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+
+
+def build_cache(config: Config, pm: pluggy.PluginManager, runtime, metrics: Metrics):
+    if not config.cache.enabled:
+        return None
+    try:
+        from kvgate.core.cache.manager import CacheManager
+    except ImportError:
+        log.warning("prefix cache unavailable: kvgate.core.cache is not installed")
+        return None
+    tiers = collect(pm, "register_cache_tiers", "cache tier")
+    built = {name: tiers.get(name)(config, runtime) for name in tiers.names()}
+    return CacheManager(config, runtime, built, metrics.registry)
+
+
+def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, dialect):
+    if not config.fence.enabled:
+        return None
+    try:
+        from kvgate.core.fence import build_request_fence, tokenizer_info
+    except ImportError:
+        log.warning("token fences unavailable: kvgate.core.fence is not installed")
+        return None
+    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
+    return lambda request: build_request_fence(request, dialect, info, config, pm)
+
+
+def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
+    if config.model.threads:
+        torch.set_num_threads(config.model.threads)
+    metrics = Metrics()
+    runtime = load_runtime(config, pm)
+    tokenizer_service = TokenizerService(runtime.tokenizer, config.tokenizer_cache, metrics.registry)
+    dialect_name, dialect, chat_format = build_chat_format(config, pm, runtime)
+    namespace = namespace_for(runtime, dialect_name, chat_format, tokenizer_service.fingerprint)
+    cache = build_cache(config, pm, runtime, metrics)
+    engine = Engine(runtime, config.engine, cache, metrics)
+    if config.engine.speculative_ngram:
+        from kvgate.core.engine.speculative import speculative_decode_step
+
+        engine.speculative = speculative_decode_step
+    pipeline = Pipeline(runtime, engine, tokenizer_service, chat_format, dialect, namespace, config, metrics,
+                        build_fence_builder(config, pm, runtime, dialect))
+    pipeline.dialect_name = dialect_name
+    log.info("serving %r: %s, dialect %s, context %d", config.model.name, runtime.info.architecture, dialect_name,
+             runtime.info.max_context)
+    return ServerContext(config=config, pm=pm, pipeline=pipeline, metrics=metrics,
+                         tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""))
+
+
+def _not_found(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = f"No route for {request.method} {request.url.path}." if status in (404, 405) else "Internal server error."
+    if request.url.path.rstrip("/").endswith(("/messages", "/count_tokens")):
+        kind = "not_found_error" if status == 404 else "invalid_request_error"
+        return Response({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
+    error = KvgateError(message, code="not_found" if status == 404 else None)
+    error.kind = "invalid_request_error"
+    return Response(openai_error_body(error), status_code=status)
+
+
+def operations_routes(ctx: ServerContext) -> list:
+    @get(["/health", "/v1/health"], sync_to_thread=False)
+    def health() -> dict[str, Any]:
+        engine = ctx.pipeline.engine
+        return {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load()}
+
+    @head("/", sync_to_thread=False)
+    def root_head() -> None:
+        return None
+
+    @get("/", sync_to_thread=False)
+    def root() -> dict[str, Any]:
+        return {"name": "kvgate", "model": ctx.model_name}
+
+    @get("/metrics", sync_to_thread=False)
+    def metrics() -> Response:
+        return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return [health, root_head, root, metrics]
+
+
+def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:
+    config = config or load_config()
+    pm = pm or build_plugin_manager(disabled=config.plugins.disabled)
+    ctx = build_context(config, pm)
+    handlers = operations_routes(ctx)
+    adapters = collect(pm, "register_adapters", "adapter")
+    for name in adapters.names():
+        handlers.extend(adapters.get(name)(ctx))
+
+    def shutdown() -> None:
+        ctx.pipeline.engine.stop()
+        cache = ctx.pipeline.engine.cache
+        if hasattr(cache, "close"):
+            cache.close()
+
+    app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
+                   on_startup=[ctx.pipeline.engine.start], on_shutdown=[shutdown],
+                   middleware=[RequestLogMiddleware] if config.server.log_requests else [],
+                   request_max_body_size=64 * 1024 * 1024)
+    app.state.ctx = ctx
+    return app

@@ -1,0 +1,72 @@
+"""Chat formats: canonical messages and tools -> prompt text.
+
+The default format renders the model's own Jinja chat template (sandboxed, with the helpers
+Hugging Face templates use) over the messages the dialect prepared. Models that ship no template
+(DeepSeek DSML) get a whole-prompt encoder from their dialect plugin instead.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any, Optional, Protocol
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from kvgate.core.dialect import Dialect
+from kvgate.core.errors import InvalidRequest
+from kvgate.core.types import ChatRequest
+
+
+class ChatFormat(Protocol):
+    name: str
+
+    def render(self, request: ChatRequest, add_generation_prompt: bool = True) -> str:
+        """The exact prompt text for ``request``."""
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _tojson(value: Any, indent: Optional[int] = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
+def template_environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+class JinjaChatFormat:
+    """The model's Jinja template over the dialect's rendering of messages and tools."""
+
+    name = "jinja"
+
+    def __init__(self, template: str, dialect: Dialect, special_tokens: dict[str, str]):
+        self.source = template
+        self.template = template_environment().from_string(template)
+        self.dialect = dialect
+        self.special_tokens = special_tokens
+
+    def render(self, request: ChatRequest, add_generation_prompt: bool = True) -> str:
+        messages = self.dialect.render_messages(
+            request.messages, request.tools, request.tool_choice, thinking=request.reasoning
+        )
+        variables = dict(self.special_tokens)
+        if request.reasoning is not None:
+            variables["enable_thinking"] = request.reasoning
+        try:
+            return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables)
+        except TemplateError as exc:
+            raise InvalidRequest(f"The chat template rejected these messages: {exc}") from None
+        except TypeError as exc:
+            raise InvalidRequest(f"The chat template could not render these messages: {exc}") from None

@@ -1,0 +1,111 @@
+"""The ``kvgate`` command line: ``serve``, ``plugins`` and whatever plugins add."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Optional
+
+import click
+
+from kvgate.core.config import ConfigError, load_config
+from kvgate.core.plugins import build_plugin_manager, collect, describe_plugins
+
+
+def _config(config_path: Optional[str], overrides: dict):
+    try:
+        return load_config(config_path, overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group()
+@click.version_option(package_name="kvgate")
+def cli() -> None:
+    """kvgate: an LLM inference server for agent workloads."""
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML configuration file.")
+@click.option("--model", help="Hugging Face directory or GGUF file (default: the embedded SmolLM2-135M).")
+@click.option("--host", help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port to listen on (default 8000).")
+@click.option("--log-level", default="info", show_default=True)
+def serve(config_path, model, host, port, log_level) -> None:
+    """Run the HTTP server."""
+    import uvicorn
+
+    from kvgate.core.app import create_app
+
+    overrides: dict = {"server": {}, "model": {}}
+    if model:
+        overrides["model"]["path"] = model
+    if host:
+        overrides["server"]["host"] = host
+    if port:
+        overrides["server"]["port"] = port
+    config = _config(config_path, overrides)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        app = create_app(config)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"kvgate serving {config.model.name!r} on http://{config.server.host}:{config.server.port}", err=True)
+    uvicorn.run(app, host=config.server.host, port=config.server.port, log_level=log_level.lower(),
+                access_log=False, timeout_graceful_shutdown=5)
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--no-model", is_flag=True, help="Do not resolve the served model's dialect.")
+def plugins(config_path, as_json, no_model) -> None:
+    """List registered plugins, their distributions and what they register."""
+    config = _config(config_path, {})
+    pm = build_plugin_manager(disabled=config.plugins.disabled)
+    report = {"plugins": describe_plugins(pm), "registries": {}}
+    for hook, kind in [("register_adapters", "adapter"), ("register_dialects", "dialect"),
+                       ("register_chat_formats", "chat format"), ("register_model_runtimes", "model runtime"),
+                       ("register_cache_tiers", "cache tier"), ("register_grammar_backends", "grammar backend"),
+                       ("register_generation_guards", "generation guard")]:
+        registry = collect(pm, hook, kind)
+        report["registries"][kind] = {name: registry.owners[name] for name in registry.names()}
+    if not no_model:
+        report["model"] = _served_model(config, pm)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    for row in report["plugins"]:
+        click.echo(f"{row['name']:<22} {row['distribution'] or '(not from an entry point)':<22} {', '.join(row['hooks'])}")
+    for kind, entries in report["registries"].items():
+        click.echo(f"{kind}s: " + (", ".join(f"{n} ({o})" for n, o in entries.items()) or "none"))
+    if "model" in report:
+        click.echo("served model: " + ", ".join(f"{k}={v}" for k, v in report["model"].items()))
+
+
+def _served_model(config, pm) -> dict:
+    from kvgate.core.model_loading import build_chat_format, load_runtime
+
+    try:
+        runtime = load_runtime(config, pm)
+        dialect_name, _dialect, chat_format = build_chat_format(config, pm, runtime)
+    except (ConfigError, Exception) as exc:  # report, don't crash: this is a listing command
+        return {"name": config.model.name, "error": str(exc)}
+    return {"name": config.model.name, "architecture": runtime.info.architecture, "dialect": dialect_name,
+            "chat_format": getattr(chat_format, "name", "jinja")}
+
+
+def build_cli() -> click.Group:
+    pm = build_plugin_manager()
+    pm.hook.register_commands(cli=cli)
+    return cli
+
+
+def main() -> None:
+    build_cli()(prog_name="kvgate")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Sampling as small pure functions over one row of fp32 logits."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from kvgate.core.types import SamplingParams
+
+
+def apply_penalties(logits: torch.Tensor, generated: Sequence[int], params: SamplingParams) -> torch.Tensor:
+    """OpenAI presence/frequency penalties and the multiplicative repetition penalty."""
+    if not generated or (params.presence_penalty == 0 and params.frequency_penalty == 0
+                         and params.repetition_penalty == 1.0):
+        return logits
+    ids, counts = torch.tensor(list(generated), dtype=torch.long).unique(return_counts=True)
+    ids = ids.to(logits.device)
+    picked = logits[ids]
+    if params.repetition_penalty != 1.0:
+        picked = torch.where(picked > 0, picked / params.repetition_penalty, picked * params.repetition_penalty)
+    picked = picked - params.frequency_penalty * counts.to(logits.device, logits.dtype) - params.presence_penalty
+    logits = logits.clone()
+    logits[ids] = picked
+    return logits
+
+
+def filter_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    if k <= 0 or k >= logits.numel():
+        return logits
+    threshold = torch.topk(logits, k).values[-1]
+    return logits.masked_fill(logits < threshold, float("-inf"))
+
+
+def filter_top_p(probs: torch.Tensor, p: float) -> torch.Tensor:
+    if p >= 1.0:
+        return probs
+    sorted_probs, order = torch.sort(probs, descending=True)
+    cumulative = torch.cumsum(sorted_probs, dim=-1)
+    drop = cumulative - sorted_probs > p  # keep the smallest set whose mass reaches p
+    sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+
+
+def filter_min_p(probs: torch.Tensor, min_p: float) -> torch.Tensor:
+    if min_p <= 0.0:
+        return probs
+    return probs.masked_fill(probs < probs.max() * min_p, 0.0)
+
+
+def make_generator(seed: Optional[int]) -> Optional[torch.Generator]:
+    if seed is None:
+        return None
+    generator = torch.Generator()
+    generator.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    return generator
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generated: Sequence[int],
+           generator: Optional[torch.Generator] = None) -> int:
+    """Pick the next token from one row of logits (already fenced: disallowed ids are -inf)."""
+    logits = apply_penalties(logits.float(), generated, params)
+    if params.temperature <= 1e-5:
+        return int(torch.argmax(logits))
+    logits = filter_top_k(logits / params.temperature, params.top_k)
+    probs = torch.softmax(logits, dim=-1)
+    probs = filter_min_p(filter_top_p(probs, params.top_p), params.min_p)
+    if not torch.isfinite(probs).all() or float(probs.sum()) <= 0:
+        return int(torch.argmax(logits))
+    return int(torch.multinomial(probs.cpu(), 1, generator=generator))

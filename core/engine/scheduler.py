@@ -1,0 +1,150 @@
+"""The engine: one worker thread that owns the runtime and runs a continuous batch.
+
+Each loop turn admits new sequences, plans their cache source, attaches those whose state is
+ready, runs one prefill chunk, then one decode step over every running sequence. A new request
+joins the running batch as soon as its prompt is in state; it never waits for the others.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+from typing import Any, Optional
+
+from kvgate.core.config import EngineConfig
+from kvgate.core.engine import steps
+from kvgate.core.engine.null_cache import NullCache
+from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
+from kvgate.core.errors import Overloaded
+from kvgate.core.runtime import ModelRuntime
+
+log = logging.getLogger("kvgate.engine")
+
+
+class Engine:
+    def __init__(self, runtime: ModelRuntime, config: EngineConfig, cache: Any = None, metrics: Any = None):
+        self.runtime = runtime
+        self.config = config
+        self.cache = cache if cache is not None else NullCache(runtime)
+        self.metrics = metrics
+        self._inbox: collections.deque[Sequence] = collections.deque()
+        self._waiting: list[Sequence] = []  # planned, loading or prefilling
+        self._running: list[Sequence] = []  # decoding
+        self._wake = threading.Condition()
+        self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvgate-load")
+        self._thread: Optional[threading.Thread] = None
+        self._stopping = False
+        self.speculative = None  # optional speculative decode step (see core/engine/speculative.py)
+
+    # --- called from any thread -----------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kvgate-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._loader.shutdown(wait=False, cancel_futures=True)
+
+    def load(self) -> int:
+        return len(self._inbox) + len(self._waiting) + len(self._running)
+
+    def submit(self, seq: Sequence) -> None:
+        with self._wake:
+            if self.load() >= self.config.max_queue:
+                raise Overloaded(f"The request queue is full ({self.config.max_queue} requests); retry shortly.")
+            self._inbox.append(seq)
+            self._wake.notify()
+
+    def cancel(self, seq: Sequence) -> None:
+        seq.cancelled = True
+        with self._wake:
+            self._wake.notify()
+
+    # --- engine thread --------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._stopping:
+                    break
+                if not (self._inbox or self._has_work()):
+                    self._wake.wait(timeout=0.5)
+                    continue
+                new = list(self._inbox)
+                self._inbox.clear()
+            try:
+                self._turn(new)
+            except Exception:  # a bug must not kill the engine thread: fail what is in flight
+                log.exception("engine step failed")
+                for seq in self._waiting + self._running:
+                    self._finish(seq, SequenceDone("error", RuntimeError("internal engine error")))
+        for seq in list(self._inbox) + self._waiting + self._running:
+            self._finish(seq, SequenceDone("cancelled"))
+
+    def _has_work(self) -> bool:
+        return any(s.phase is not Phase.LOADING or s.cancelled for s in self._waiting) or bool(self._running)
+
+    def _turn(self, new: list[Sequence]) -> None:
+        for seq in new:
+            if seq.phase is Phase.LOADING:
+                self._attach(seq)  # its SSD payload is ready
+            else:
+                self._plan(seq)
+        self._drop_cancelled()
+        prefilling = [s for s in self._waiting if s.phase is Phase.PREFILL]
+        if prefilling and len(self._running) < self.config.max_batch:
+            steps.prefill_chunk(self, prefilling[0])
+        if self._running:
+            (self.speculative or steps.decode_step)(self, list(self._running))
+
+    def _plan(self, seq: Sequence) -> None:
+        seq.plan = self.cache.plan(seq.namespace, seq.prompt, seq.cache_key)
+        self._waiting.append(seq)
+        if seq.plan.needs_load:
+            seq.phase = Phase.LOADING
+            future = self._loader.submit(self.cache.load, seq.plan)
+            future.add_done_callback(lambda _f, s=seq: self._loaded(s))
+        else:
+            self._attach(seq)
+
+    def _loaded(self, seq: Sequence) -> None:
+        with self._wake:
+            self._inbox.append(seq)  # back through the inbox: attach happens on the engine thread
+            self._wake.notify()
+
+    def _attach(self, seq: Sequence) -> None:
+        seq.session = self.cache.attach(seq.plan)
+        seq.phase = Phase.PREFILL
+
+    def _drop_cancelled(self) -> None:
+        for seq in [s for s in self._waiting + self._running if s.cancelled and s.phase is not Phase.LOADING]:
+            self._finish(seq, SequenceDone("cancelled"))
+
+    def start_decoding(self, seq: Sequence) -> None:
+        self._waiting.remove(seq)
+        seq.phase = Phase.DECODE
+        self._running.append(seq)
+
+    def _finish(self, seq: Sequence, done: SequenceDone) -> None:
+        if seq.phase is Phase.DONE:
+            return
+        for bucket in (self._waiting, self._running):
+            if seq in bucket:
+                bucket.remove(seq)
+        if seq.session is not None:
+            if done.reason in ("stop", "length") and not seq.cancelled:
+                self.cache.finish(seq.namespace, seq.session, seq.cache_key)
+            else:
+                self.cache.discard(seq.session)
+            seq.session = None
+        seq.phase = Phase.DONE
+        if seq.fence is not None:
+            done.guard_interventions = getattr(seq.fence, "interventions", 0)
+        seq.deliver(done)
+
+    finish = _finish

@@ -1,0 +1,79 @@
+"""Per-request state inside the engine, and the messages the engine sends back."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Any, Callable, Optional
+
+import attrs
+import torch
+
+from kvgate.core.runtime import Session
+from kvgate.core.types import SamplingParams
+
+_ids = itertools.count(1)
+
+
+class Phase(enum.Enum):
+    QUEUED = "queued"  # accepted, cache not yet planned
+    LOADING = "loading"  # waiting for an SSD payload (readiness dependency)
+    PREFILL = "prefill"  # prompt tokens still to compute
+    DECODE = "decode"  # in the running batch
+    DONE = "done"
+
+
+@attrs.define
+class TokenOut:
+    token: int
+
+
+@attrs.define
+class PrefillDone:
+    """The prompt is in state; how much of it came from each source."""
+
+    prompt_tokens: int
+    cached_device: int
+    cached_ssd: int
+
+
+@attrs.define
+class SequenceDone:
+    reason: str  # "stop" | "length" | "cancelled" | "error"
+    error: Optional[BaseException] = None
+    guard_interventions: int = 0
+
+
+EngineMessage = TokenOut | PrefillDone | SequenceDone
+
+
+@attrs.define(eq=False)
+class Sequence:
+    prompt: list[int]
+    params: SamplingParams
+    max_tokens: int
+    stop_token_ids: frozenset[int]
+    deliver: Callable[[EngineMessage], None]  # thread-safe; called on the engine thread
+    namespace: str = ""
+    cache_key: Optional[str] = None
+    fence: Any = None  # kvgate.core.fence RequestFence or None
+    generate: bool = True  # False: prefill only (warm-up)
+    id: int = attrs.field(factory=lambda: next(_ids))
+    phase: Phase = Phase.QUEUED
+    plan: Any = None
+    session: Optional[Session] = None
+    output: list[int] = attrs.field(factory=list)
+    generator: Optional[torch.Generator] = None
+    next_logits: Optional[torch.Tensor] = None
+    cancelled: bool = False
+    stop_requested: bool = False
+
+    @property
+    def computed(self) -> int:
+        return self.session.length if self.session is not None else 0
+
+    def remaining_prompt(self) -> list[int]:
+        return self.prompt[self.computed:]
+
+    def budget_left(self) -> int:
+        return self.max_tokens - len(self.output)

@@ -1,0 +1,95 @@
+"""One prefill chunk and one batched decode step, with block reclamation around them."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, TypeVar
+
+import torch
+
+from kvgate.core.engine.sampling import sample
+from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
+from kvgate.core.errors import Overloaded
+from kvgate.core.runtime import OutOfBlocks
+
+if TYPE_CHECKING:
+    from kvgate.core.engine.scheduler import Engine
+
+T = TypeVar("T")
+
+
+def is_out_of_blocks(exc: BaseException) -> bool:
+    return isinstance(exc, OutOfBlocks) or type(exc).__name__ == "PoolExhausted"
+
+
+def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
+    """Run ``work``; when the pool is out of blocks, reclaim cached state and try once more."""
+    try:
+        return work()
+    except Exception as exc:
+        if not is_out_of_blocks(exc):
+            raise
+    blocks = math.ceil(tokens_needed / engine.runtime.block_size) + len(engine._running) + 1
+    if engine.cache.reclaim(blocks) <= 0:
+        raise Overloaded("No room for this request's state right now; retry shortly.", retry_after=2)
+    return work()
+
+
+def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
+    """Compute the next chunk of the prompt; on the last chunk, sample the first token."""
+    pending = seq.remaining_prompt()
+    chunk = pending[: engine.config.prefill_chunk]
+    try:
+        logits = with_room(engine, len(chunk), lambda: engine.runtime.prefill(seq.session, chunk))
+    except Overloaded as exc:
+        if engine._running:
+            return  # running sequences will finish and free blocks; try again next turn
+        engine.finish(seq, SequenceDone("error", exc))
+        return
+    if len(chunk) < len(pending):
+        return
+    plan = seq.plan
+    seq.deliver(PrefillDone(len(seq.prompt), getattr(plan, "cached_device", 0), getattr(plan, "cached_ssd", 0)))
+    if not seq.generate or seq.max_tokens <= 0:
+        engine.finish(seq, SequenceDone("stop" if not seq.generate else "length"))
+        return
+    engine.start_decoding(seq)
+    choose_and_emit(engine, seq, logits)
+
+
+def decode_step(engine: "Engine", batch: list[Sequence]) -> None:
+    """Feed each running sequence its last token in one batched forward, then sample."""
+    sessions = [seq.session for seq in batch]
+    last = [seq.output[-1] for seq in batch]
+    try:
+        logits = with_room(engine, len(batch), lambda: engine.runtime.decode(sessions, last))
+    except Overloaded as exc:
+        engine.finish(batch[-1], SequenceDone("error", exc))  # preempt the newest; the rest continue
+        return
+    for row, seq in enumerate(batch):
+        choose_and_emit(engine, seq, logits[row])
+
+
+def choose_and_emit(engine: "Engine", seq: Sequence, logits: torch.Tensor) -> None:
+    """Fence, sample, deliver; finish the sequence on a stop token, the budget or a stop request."""
+    if seq.cancelled or seq.stop_requested:
+        engine.finish(seq, SequenceDone("cancelled" if seq.cancelled else "stop"))
+        return
+    fence = seq.fence
+    if fence is not None:
+        if hasattr(fence, "set_budget"):
+            fence.set_budget(seq.budget_left())
+        logits = logits.clone()
+        fence.apply(logits)
+    token = sample(logits, seq.params, seq.output, seq.generator)
+    if fence is not None:
+        fence.advance(token)
+    if token in seq.stop_token_ids:
+        engine.finish(seq, SequenceDone("stop"))
+        return
+    seq.output.append(token)
+    seq.deliver(TokenOut(token))
+    if fence is not None and getattr(fence, "must_stop", False):
+        engine.finish(seq, SequenceDone("stop"))
+    elif seq.budget_left() <= 0 or seq.computed + 1 >= engine.runtime.info.max_context:
+        engine.finish(seq, SequenceDone("length"))

@@ -1,0 +1,205 @@
+"""The one internal pipeline every protocol reaches: canonical request -> canonical events.
+
+render (chat format + dialect) -> tokenize -> engine (cache, prefill, batched decode, fence)
+-> detokenize -> stop strings -> dialect parser -> events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any, AsyncIterator, Callable, Optional
+
+from kvgate.core.config import Config
+from kvgate.core.detokenizer import IncrementalDetokenizer
+from kvgate.core.engine.sampling import make_generator
+from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
+from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
+from kvgate.core.server import call_id
+from kvgate.core.stop_strings import StopStringScanner
+from kvgate.core.types import (
+    ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, ToolCallStart, Usage,
+)
+
+HEARTBEAT_SECONDS = 5.0
+
+
+class Pipeline:
+    def __init__(self, runtime, engine: Engine, tokenizer_service, chat_format, dialect, namespace: str,
+                 config: Config, metrics, fence_builder: Optional[Callable[[ChatRequest], Any]] = None):
+        self.runtime = runtime
+        self.engine = engine
+        self.tokenizer = tokenizer_service
+        self.chat_format = chat_format
+        self.dialect = dialect
+        self.namespace = namespace
+        self.config = config
+        self.metrics = metrics
+        self.fence_builder = fence_builder
+
+    @property
+    def model_info(self):
+        return self.runtime.info
+
+    # --- prompt ---------------------------------------------------------------------------------
+    def render_prompt(self, request: ChatRequest) -> str:
+        return self.chat_format.render(request, add_generation_prompt=True)
+
+    def encode_prompt(self, request: ChatRequest) -> list[int]:
+        return self.tokenizer.encode(self.render_prompt(request))
+
+    def count_prompt_tokens(self, request: ChatRequest) -> int:
+        return len(self.encode_prompt(request))
+
+    def _check_fits(self, prompt: list[int]) -> int:
+        limit = self.runtime.info.max_context
+        if len(prompt) >= limit:
+            raise ContextLengthExceeded(len(prompt), limit)
+        return limit - len(prompt)
+
+    def _max_tokens(self, request: ChatRequest, room: int) -> int:
+        wanted = request.sampling.max_tokens or self.config.engine.default_max_tokens or room
+        if wanted < 0:
+            raise InvalidRequest("max_tokens must not be negative.", param="max_tokens")
+        return min(wanted, room)
+
+    def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver):
+        fence = self.fence_builder(request) if (self.fence_builder and generate) else None
+        return Sequence(
+            prompt=prompt, params=request.sampling, max_tokens=max_tokens,
+            stop_token_ids=frozenset(self.runtime.info.eos_token_ids), deliver=deliver,
+            namespace=self.namespace, cache_key=request.cache_key, fence=fence, generate=generate,
+            generator=make_generator(request.sampling.seed),
+        )
+
+    # --- generation -----------------------------------------------------------------------------
+    def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Events for ``request`` (call from the event loop).
+
+        Raises KvgateError at call time, before any event, if the request cannot run.
+        """
+        prompt = self.encode_prompt(request)
+        max_tokens = self._max_tokens(request, self._check_fits(prompt))
+        queue: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m))
+        self.engine.submit(seq)
+        return self._events(request, seq, queue)
+
+    async def _events(self, request: ChatRequest, seq: Sequence, queue: asyncio.Queue) -> AsyncIterator[Event]:
+        run = _Run(self, request, seq)
+        finished = False
+        try:
+            yield Started(len(seq.prompt))
+            while True:
+                try:
+                    message = await asyncio.wait_for(queue.get(), timeout=HEARTBEAT_SECONDS)
+                except asyncio.TimeoutError:
+                    yield Heartbeat()
+                    continue
+                for event in run.handle(message):
+                    yield event
+                if isinstance(message, SequenceDone):
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self.engine.cancel(seq)
+
+    async def warm(self, request: ChatRequest) -> Usage:
+        """Prefill only: the prompt's state is computed and left to the cache."""
+        prompt = self.encode_prompt(request)
+        self._check_fits(prompt)
+        queue: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        seq = self._sequence(request, prompt, 0, False, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m))
+        self.engine.submit(seq)
+        usage = Usage(prompt_tokens=len(prompt))
+        try:
+            while True:
+                message = await queue.get()
+                if isinstance(message, PrefillDone):
+                    usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
+                if isinstance(message, SequenceDone):
+                    return usage
+        finally:
+            if seq.phase.value != "done":
+                self.engine.cancel(seq)
+
+
+class _Run:
+    """Turns one sequence's engine messages into canonical events."""
+
+    def __init__(self, pipeline: Pipeline, request: ChatRequest, seq: Sequence):
+        self.pipeline = pipeline
+        self.seq = seq
+        scope = request.request_id or uuid.uuid4().hex
+        self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name))
+        self.detok = IncrementalDetokenizer(pipeline.runtime.tokenizer)
+        self.stops = StopStringScanner(request.sampling.stop)
+        self.usage = Usage(prompt_tokens=len(seq.prompt))
+        self.issues: list[ParseIssue] = []
+        self.tool_calls = 0
+        self.stop_sequence: Optional[str] = None
+        self.started = time.monotonic()
+        self.last_token_at: Optional[float] = None
+
+    def handle(self, message) -> list[Event]:
+        if isinstance(message, PrefillDone):
+            self.usage.cached_tokens_device = message.cached_device
+            self.usage.cached_tokens_ssd = message.cached_ssd
+            return []
+        if isinstance(message, TokenOut):
+            return self._token(message.token)
+        return self._done(message)
+
+    def _token(self, token: int) -> list[Event]:
+        now = time.monotonic()
+        metrics = self.pipeline.metrics
+        if self.last_token_at is None:
+            metrics.first_token(now - self.started)
+        else:
+            metrics.next_token(now - self.last_token_at)
+        self.last_token_at = now
+        self.usage.completion_tokens += 1
+        if self.stop_sequence is not None:
+            return []
+        text, hit = self.stops.push(self.detok.push(token))
+        events = self._parse(self.parser.feed(text) if text else [])
+        if hit is not None:
+            self.stop_sequence = hit
+            self.seq.stop_requested = True
+        if any(isinstance(e, ReasoningDelta) for e in events):
+            self.usage.reasoning_tokens += 1
+        return events
+
+    def _parse(self, events: list[Event]) -> list[Event]:
+        for event in events:
+            if isinstance(event, ToolCallStart):
+                self.tool_calls += 1
+            elif isinstance(event, ParseIssue):
+                self.issues.append(event)
+        return events
+
+    def _done(self, done: SequenceDone) -> list[Event]:
+        events: list[Event] = []
+        if self.stop_sequence is None:
+            tail = self.stops.flush(self.detok.flush())
+            if tail:
+                events += self._parse(self.parser.feed(tail))
+        events += self._parse(self.parser.finish())
+        reason = done.reason
+        if self.stop_sequence is not None:
+            reason = "stop_sequence"
+        elif self.tool_calls and reason == "stop":
+            reason = "tool_calls"
+        error = None if done.error is None else str(getattr(done.error, "message", done.error))
+        if done.error is not None:
+            reason = "error"
+        self.pipeline.metrics.request_finished(
+            reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
+            self.usage.completion_tokens, done.guard_interventions, len(self.issues))
+        events.append(Finished(reason, self.usage, self.stop_sequence, done.guard_interventions, self.issues, error))
+        return events

@@ -1,0 +1,131 @@
+"""The tokenizer service: one ``tokenizers.Tokenizer`` behind the two-level cache.
+
+``encode`` never adds special tokens of its own (chat templates write BOS themselves) but does
+recognise special tokens written in the text. The service tokenizes with a private copy of the
+tokenizer (truncation and padding off), so later changes to the caller's object cannot make the
+caches stale; :meth:`TokenizerService.reload` swaps in another tokenizer and drops the caches when
+its fingerprint differs -- every cache belongs to exactly one tokenizer fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Iterable, Optional, Sequence
+
+import attrs
+from prometheus_client import CollectorRegistry
+from tokenizers import Encoding, Tokenizer
+
+from kvgate.core.config import TokenizerCacheConfig
+from kvgate.core.errors import InvalidRequest
+from kvgate.core.tokenizer_cache import TokenizerCache
+from kvgate.core.tokenizer_cache_boundaries import choose_boundary_tokens
+from kvgate.core.tokenizer_cache_metrics import metrics_for
+
+log = logging.getLogger(__name__)
+
+
+def private_copy(tokenizer: Tokenizer) -> Tokenizer:
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    if hasattr(copy, "encode_special_tokens"):
+        copy.encode_special_tokens = False  # special tokens in the text stay special
+    return copy
+
+
+def tokenizer_fingerprint(tokenizer: Tokenizer) -> str:
+    return hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class _Loaded:
+    tokenizer: Tokenizer
+    fingerprint: str
+    vocab_size: int
+    boundary_tokens: dict[str, int]
+    refused_boundaries: dict[str, str]
+    cache: TokenizerCache
+
+
+class TokenizerService:
+    def __init__(self, tokenizer: Tokenizer, config: Optional[TokenizerCacheConfig] = None,
+                 registry: Optional[CollectorRegistry] = None, special_tokens: Iterable[str] = (),
+                 seed: Optional[int] = None):
+        """``special_tokens``: extra boundary candidates (e.g. BOS/EOS named by the model config)."""
+        self.config = config or TokenizerCacheConfig()
+        self._metrics = metrics_for(registry)
+        self._extra_specials = tuple(special_tokens)
+        self._seed = seed
+        self._loaded = self._load(tokenizer)
+
+    def _load(self, tokenizer: Tokenizer) -> _Loaded:
+        own = private_copy(tokenizer)
+        safe, refused = choose_boundary_tokens(own, self._extra_specials)
+        for content, reason in refused.items():
+            log.info("tokenizer cache: %r is not an L1 boundary: %s", content, reason)
+        boundary = {content: own.token_to_id(content) for content in safe}
+
+        def encode_plain(text: str) -> Encoding:
+            return own.encode(text, add_special_tokens=False)
+
+        cache = TokenizerCache(encode_plain, self.config, boundary, self._metrics, self._seed)
+        return _Loaded(own, tokenizer_fingerprint(own), own.get_vocab_size(with_added_tokens=True),
+                       boundary, refused, cache)
+
+    def reload(self, tokenizer: Tokenizer) -> bool:
+        """Use ``tokenizer`` from now on; returns True when its fingerprint differs (caches dropped)."""
+        if tokenizer_fingerprint(private_copy(tokenizer)) == self.fingerprint:
+            return False
+        self._loaded = self._load(tokenizer)
+        return True
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The service's own copy; treat it as read-only."""
+        return self._loaded.tokenizer
+
+    @property
+    def fingerprint(self) -> str:
+        return self._loaded.fingerprint
+
+    @property
+    def vocab_size(self) -> int:
+        return self._loaded.vocab_size
+
+    @property
+    def boundary_tokens(self) -> dict[str, int]:
+        return dict(self._loaded.boundary_tokens)
+
+    @property
+    def refused_boundaries(self) -> dict[str, str]:
+        return dict(self._loaded.refused_boundaries)
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise InvalidRequest(f"text to tokenize must be a string, not {type(text).__name__}")
+        if not text:
+            return []
+        try:
+            return self._loaded.cache.encode(text)
+        except (TypeError, UnicodeEncodeError):  # a lone surrogate: tokenizers refuses such a str
+            raise InvalidRequest("text contains a lone surrogate and cannot be tokenized") from None
+
+    def encode_uncached(self, text: str) -> list[int]:
+        return self._loaded.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        for position, token_id in enumerate(ids):
+            if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < self.vocab_size:
+                raise InvalidRequest(f"token {position} is {token_id!r}, not an id in [0, {self.vocab_size})",
+                                     param="tokens")
+        return self._loaded.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def cache_stats(self) -> dict:
+        loaded = self._loaded
+        return {"fingerprint": loaded.fingerprint, "l1_boundary_tokens": sorted(loaded.boundary_tokens),
+                **loaded.cache.stats()}
+
+    def clear_cache(self) -> None:
+        self._loaded.cache.clear()

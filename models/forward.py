@@ -1,0 +1,87 @@
+"""The Llama forward pass over a :class:`KVPool`: prefill (fresh or appended) and batched decode.
+
+New tokens' K/V are written into their pool slots first; attention then reads the whole context
+back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; an append
+uses an explicit mask (``is_causal`` aligns the mask wrongly when queries are fewer than keys).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from kvgate.models.kv_pool import KVPool
+from kvgate.models.layers import LlamaArch, LlamaWeights
+from kvgate.models.rope import Rotary, apply_rotary
+
+
+class LlamaForward:
+    def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary):
+        self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
+        self.split = [arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim, arch.kv_heads * arch.head_dim]
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
+
+    def _qkv(self, x: torch.Tensor, layer, cos: torch.Tensor, sin: torch.Tensor):
+        """q [n, heads, dim], k and v [n, kv_heads, dim] for hidden states x [n, hidden]."""
+        arch = self.arch
+        q, k, v = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias).split(self.split, -1)
+        q = apply_rotary(q.view(-1, arch.heads, arch.head_dim), cos, sin)
+        k = apply_rotary(k.view(-1, arch.kv_heads, arch.head_dim), cos, sin)
+        return q, k, v.view(-1, arch.kv_heads, arch.head_dim)
+
+    def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
+        gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, -1)
+        return x + F.linear(F.silu(gate) * up, layer.down)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
+
+    def prefill(self, tokens: torch.Tensor, start: int, new_slots: torch.Tensor,
+                all_slots: Optional[torch.Tensor], all_logits: bool) -> torch.Tensor:
+        """Forward ``tokens`` at positions [start, start+n); ``all_slots`` covers [0, start+n)."""
+        n = tokens.shape[0]
+        positions = torch.arange(start, start + n, device=tokens.device)
+        self.rotary.ensure(start + n)
+        cos, sin = self.rotary.tables(positions)
+        mask = None
+        if start:
+            mask = torch.arange(start + n, device=tokens.device)[None, :] <= positions[:, None]
+        x = self.weights.embed[tokens]
+        for index, layer in enumerate(self.weights.layers):
+            q, k, v = self._qkv(x, layer, cos, sin)
+            k_cache, v_cache = self.pool.layer_views[index]
+            k_cache.index_copy_(0, new_slots, k)
+            v_cache.index_copy_(0, new_slots, v)
+            if start:
+                k, v = k_cache.index_select(0, all_slots), v_cache.index_select(0, all_slots)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                attn_mask=mask, is_causal=mask is None, enable_gqa=True)
+            x = x + F.linear(attn.transpose(0, 1).reshape(n, -1), layer.o)
+            x = self._mlp(x, layer)
+        return self._head(x if all_logits else x[-1:])
+
+    def decode(self, tokens: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor,
+               context_slots: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """One token per row; ``context_slots`` [batch, keys] (new token included), ``mask`` [batch, 1, 1, keys]."""
+        batch, keys = context_slots.shape
+        arch = self.arch
+        cos, sin = self.rotary.tables(positions)
+        flat_slots = context_slots.view(-1)
+        x = self.weights.embed[tokens]
+        for index, layer in enumerate(self.weights.layers):
+            q, k, v = self._qkv(x, layer, cos, sin)
+            k_cache, v_cache = self.pool.layer_views[index]
+            k_cache.index_copy_(0, new_slots, k)
+            v_cache.index_copy_(0, new_slots, v)
+            k = k_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
+            v = v_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
+            attn = F.scaled_dot_product_attention(
+                q.unsqueeze(2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
+            x = x + F.linear(attn.view(batch, -1), layer.o)
+            x = self._mlp(x, layer)
+        return self._head(x)

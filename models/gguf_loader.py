@@ -1,0 +1,129 @@
+"""Convert a Llama-family GGUF file into a Hugging Face directory (dequantized) in a cache.
+
+The directory holds config.json, model.safetensors (in the requested dtype), tokenizer.json and
+tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
+llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
+from kvgate.models.progress import Progress
+
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                 "output.weight": "lm_head.weight"}
+_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def open_gguf(path: str):
+    import gguf
+
+    try:
+        return gguf.GGUFReader(path)
+    except Exception as exc:  # the reader raises assorted errors on a damaged file
+        raise ValueError(f"{path} is not a readable GGUF file: {exc}") from None
+
+
+def read_metadata(reader) -> dict[str, Any]:
+    return {name: field.contents() for name, field in reader.fields.items()}
+
+
+def hf_name(gguf_name: str) -> str:
+    if gguf_name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[gguf_name]
+    match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
+    if not match or match.group(2) not in _LAYER_NAMES:
+        raise ValueError(f"unexpected GGUF tensor {gguf_name!r}")
+    return f"model.layers.{match.group(1)}.{_LAYER_NAMES[match.group(2)]}.{match.group(3)}"
+
+
+def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's per-head interleaving of q/k rows (back to split-half RoPE order)."""
+    rows = weight.shape[0]
+    rest = weight.shape[1:]
+    return weight.reshape(heads, rows // heads // 2, 2, *rest).swapaxes(1, 2).reshape(weight.shape)
+
+
+def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
+    arch = meta.get("general.architecture")
+    if arch not in _HF_CLASSES:
+        raise ValueError(f"unsupported GGUF architecture {arch!r} (supported: {', '.join(_HF_CLASSES)})")
+
+    def key(name: str, default: Any = None) -> Any:
+        value = meta.get(f"{arch}.{name}", default)
+        if value is None:
+            raise ValueError(f"GGUF metadata is missing {arch}.{name}")
+        return value
+
+    heads = int(key("attention.head_count"))
+    hidden = int(key("embedding_length"))
+    config = {
+        "model_type": arch, "architectures": [_HF_CLASSES[arch]],
+        "vocab_size": int(meta.get(f"{arch}.vocab_size") or len(meta["tokenizer.ggml.tokens"])),
+        "hidden_size": hidden, "intermediate_size": int(key("feed_forward_length")),
+        "num_hidden_layers": int(key("block_count")), "num_attention_heads": heads,
+        "num_key_value_heads": int(key("attention.head_count_kv", heads)),
+        "head_dim": int(meta.get(f"{arch}.attention.key_length") or hidden // heads),
+        "rms_norm_eps": float(key("attention.layer_norm_rms_epsilon", 1e-6)),
+        "rope_theta": float(key("rope.freq_base", 10000.0)),
+        "max_position_embeddings": int(key("context_length")),
+        "tie_word_embeddings": not has_output,
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+    }
+    scaling = meta.get(f"{arch}.rope.scaling.type")
+    if scaling == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": float(key("rope.scaling.factor"))}
+    elif scaling not in (None, "none"):
+        raise ValueError(f"unsupported GGUF rope scaling {scaling!r}")
+    return config
+
+
+def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress) -> None:
+    """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist)."""
+    from gguf.quants import dequantize
+
+    progress.stage("reading GGUF metadata")
+    reader = open_gguf(path)
+    meta = read_metadata(reader)
+    names = {t.name for t in reader.tensors}
+    if "rope_freqs.weight" in names:
+        raise ValueError("GGUF files with a rope_freqs tensor (llama3 rope scaling) are not supported yet")
+    config = hf_config(meta, has_output="output.weight" in names)
+    progress.stage("building tokenizer")
+    build_tokenizer(meta).save(str(target / "tokenizer.json"))
+    specials = special_token_texts(meta)
+    tokenizer_config = dict(specials, chat_template=meta.get("tokenizer.chat_template"),
+                            add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))
+    progress.stage(f"dequantizing {len(reader.tensors)} tensors")
+    permute = config["model_type"] == "llama"
+    tensors = {}
+    for tensor in reader.tensors:
+        values = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        values = values.reshape([int(d) for d in reversed(tensor.shape)])
+        if permute and re.search(r"attn_[qk]\.", tensor.name):
+            q = ".attn_q." in tensor.name
+            values = unpermute_rows(values, config["num_attention_heads" if q else "num_key_value_heads"])
+        values = np.ascontiguousarray(values)
+        if not values.flags.writeable:  # plain F32 tensors are views of the read-only memory map
+            values = values.copy()
+        tensors[hf_name(tensor.name)] = torch.from_numpy(values).to(dtype)
+    progress.stage("writing converted weights")
+    save_file(tensors, str(target / "model.safetensors"))
+    (target / "config.json").write_text(json.dumps(config, indent=1))
+    (target / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))

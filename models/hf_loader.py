@@ -1,0 +1,133 @@
+"""Load a Llama-family runtime from a Hugging Face directory.
+
+Reads ``config.json``, ``*.safetensors``, ``tokenizer.json``, ``tokenizer_config.json`` (special
+tokens, ``chat_template``), ``chat_template.jinja`` and ``generation_config.json`` (eos ids).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+from kvgate.core.config import EngineConfig, ModelConfig
+from kvgate.core.runtime import ModelInfo
+from kvgate.models.layers import LlamaArch, LlamaWeights
+from kvgate.models.llama import LlamaRuntime
+from kvgate.models.progress import Progress
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    return data
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def read_chat_template(directory: Path, tokenizer_config: dict[str, Any]) -> Optional[str]:
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    template = tokenizer_config.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    return template if isinstance(template, str) else None
+
+
+def read_special_tokens(tokenizer_config: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in SPECIAL_NAMES:
+        value = tokenizer_config.get(name)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            out[name] = value
+    return out
+
+
+def eos_ids(directory: Path, config: dict[str, Any], tokenizer: Tokenizer, specials: dict[str, str]) -> list[int]:
+    found: list[int] = []
+    generation = directory / "generation_config.json"
+    sources = [config.get("eos_token_id")]
+    if generation.is_file():
+        sources.append(read_json(generation).get("eos_token_id"))
+    if "eos_token" in specials:
+        sources.append(tokenizer.token_to_id(specials["eos_token"]))
+    for value in sources:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, int) and item not in found:
+                found.append(item)
+    return found
+
+
+def load_weights(directory: Path) -> dict[str, torch.Tensor]:
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"{directory} holds no *.safetensors weights")
+    tensors: dict[str, torch.Tensor] = {}
+    for file in files:
+        try:
+            tensors.update(load_file(str(file)))
+        except Exception as exc:  # safetensors raises its own error types for corrupt files
+            raise ValueError(f"cannot read weights {file}: {exc}") from None
+    return tensors
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) else None
+
+
+def max_context(arch: LlamaArch, model_config: ModelConfig) -> int:
+    wanted = model_config.max_context or arch.trained_context
+    if wanted > arch.trained_context and not model_config.allow_context_extension:
+        raise ValueError(
+            f"model.max_context {wanted} exceeds the trained context {arch.trained_context}; "
+            "set model.allow_context_extension = true to serve past it (quality degrades)")
+    return wanted
+
+
+def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
+                      progress: Optional[Progress] = None) -> LlamaRuntime:
+    progress = progress or Progress(path)
+    directory = Path(path)
+    config = read_json(directory / "config.json")
+    arch = LlamaArch.from_hf_config(config)
+    context = max_context(arch, model_config)
+    tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
+    try:
+        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    except Exception as exc:
+        raise ValueError(f"cannot read {directory / 'tokenizer.json'}: {exc}") from None
+    progress.stage("reading weights")
+    dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
+    weights = LlamaWeights.from_hf_tensors(arch, load_weights(directory), dtype, device)
+    specials = read_special_tokens(tokenizer_config)
+    bos = specials.get("bos_token")
+    info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
+                     max_context=context, trained_context=arch.trained_context,
+                     eos_token_ids=eos_ids(directory, config, tokenizer, specials),
+                     bos_token_id=tokenizer.token_to_id(bos) if bos else _int_or_none(config.get("bos_token_id")),
+                     dtype=model_config.dtype, device=str(device))
+    runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
+                           specials, engine_config.block_size, engine_config.kv_pool_tokens)
+    progress.stage("model ready")
+    return runtime

@@ -1,0 +1,109 @@
+"""A pool of fixed-size blocks of per-token KV for all layers of one model.
+
+Storage is one tensor ``[layers, 2 (k/v), slots, kv_heads, head_dim]`` where a block is
+``block_size`` consecutive slots. It grows lazily in slabs (zero-filled, so padding slots never
+hold NaN) up to ``capacity_tokens``. Blocks are reference-counted; a session sharing a partial last
+block copies it before writing (copy-on-write).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class PoolExhausted(RuntimeError):
+    """No free block is left and the pool is at its capacity (``kv_pool_tokens``)."""
+
+
+class KVPool:
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, block_size: int,
+                 capacity_tokens: int, dtype: torch.dtype, device: torch.device | str,
+                 slab_blocks: int = 256):
+        if block_size <= 0 or capacity_tokens < block_size:
+            raise ValueError(f"kv pool needs capacity_tokens >= block_size > 0, got {capacity_tokens}, {block_size}")
+        self.layers, self.kv_heads, self.head_dim = layers, kv_heads, head_dim
+        self.block_size = block_size
+        self.capacity_blocks = capacity_tokens // block_size
+        self.dtype, self.device = dtype, torch.device(device)
+        self.slab_blocks = slab_blocks
+        self.storage = torch.zeros(layers, 2, 0, kv_heads, head_dim, dtype=dtype, device=self.device)
+        self.refcount: list[int] = []
+        self.free: list[int] = []
+        self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    # --- sizes ----------------------------------------------------------------------------------
+    @property
+    def bytes_per_token(self) -> int:
+        return self.layers * 2 * self.kv_heads * self.head_dim * self.storage.element_size()
+
+    @property
+    def block_bytes(self) -> int:
+        return self.bytes_per_token * self.block_size
+
+    @property
+    def blocks_allocated(self) -> int:
+        return len(self.refcount)
+
+    def free_blocks(self) -> int:
+        """Blocks that can still be handed out (free now or not yet allocated)."""
+        return len(self.free) + self.capacity_blocks - self.blocks_allocated
+
+    def stats(self) -> dict[str, int]:
+        return {"blocks_total": self.capacity_blocks, "blocks_free": self.free_blocks(),
+                "block_bytes": self.block_bytes, "blocks_allocated": self.blocks_allocated}
+
+    # --- allocation -----------------------------------------------------------------------------
+    def _grow(self, wanted: int) -> None:
+        current = self.blocks_allocated
+        target = min(self.capacity_blocks, max(current + wanted, current * 2, self.slab_blocks))
+        extra = torch.zeros(self.layers, 2, (target - current) * self.block_size, self.kv_heads,
+                            self.head_dim, dtype=self.dtype, device=self.device)
+        self.storage = torch.cat([self.storage, extra], dim=2)
+        self.layer_views = [(self.storage[i, 0], self.storage[i, 1]) for i in range(self.layers)]
+        self.free.extend(range(target - 1, current - 1, -1))
+        self.refcount.extend([0] * (target - current))
+
+    def allocate(self, count: int) -> list[int]:
+        if count > self.free_blocks():
+            raise PoolExhausted(
+                f"KV pool exhausted: {count} blocks wanted, {self.free_blocks()} free of {self.capacity_blocks}"
+            )
+        if count > len(self.free):
+            self._grow(count - len(self.free))
+        blocks = [self.free.pop() for _ in range(count)]
+        for block in blocks:
+            self.refcount[block] = 1
+        return blocks
+
+    def retain(self, blocks: list[int]) -> None:
+        for block in blocks:
+            self.refcount[block] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        for block in blocks:
+            self.refcount[block] -= 1
+            if self.refcount[block] == 0:
+                self.free.append(block)
+            elif self.refcount[block] < 0:
+                raise RuntimeError(f"KV block {block} released more often than retained")
+
+    def copy_block(self, source: int) -> int:
+        """A private copy of block ``source`` (the caller drops its reference to ``source``)."""
+        (target,) = self.allocate(1)
+        bs = self.block_size
+        self.storage[:, :, target * bs:(target + 1) * bs] = self.storage[:, :, source * bs:(source + 1) * bs]
+        return target
+
+    # --- slots ----------------------------------------------------------------------------------
+    def slots(self, block_table: list[int], start: int, end: int) -> torch.Tensor:
+        """Slot indices of token positions [start, end) of a block table, as a long tensor."""
+        bs = self.block_size
+        return torch.tensor([block_table[p // bs] * bs + p % bs for p in range(start, end)],
+                            dtype=torch.long, device=self.device)
+
+    def read(self, slots: torch.Tensor) -> torch.Tensor:
+        """KV of ``slots`` for every layer: ``[layers, 2, n, kv_heads, head_dim]``."""
+        return self.storage.index_select(2, slots)
+
+    def write(self, slots: torch.Tensor, kv: torch.Tensor) -> None:
+        self.storage.index_copy_(2, slots, kv.to(self.dtype))

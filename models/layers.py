@@ -1,0 +1,127 @@
+"""Llama-family architecture description and weights, built from Hugging Face names.
+
+Weights are stored fused for speed: q/k/v as one ``qkv`` matrix (plus bias for Qwen2), gate/up as
+one ``gate_up`` matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import attrs
+import torch
+
+ARCHITECTURES = {"llama": "llama", "LlamaForCausalLM": "llama", "qwen2": "qwen2", "Qwen2ForCausalLM": "qwen2"}
+
+
+@attrs.define
+class LlamaArch:
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rms_eps: float
+    rope_theta: float
+    rope_scaling: Optional[dict[str, Any]]
+    trained_context: int
+    tie_embeddings: bool
+    qkv_bias: bool
+
+    @classmethod
+    def from_hf_config(cls, config: dict[str, Any]) -> "LlamaArch":
+        names = [config.get("model_type", "")] + list(config.get("architectures") or [])
+        arch = next((ARCHITECTURES[n] for n in names if n in ARCHITECTURES), None)
+        if arch is None:
+            raise ValueError(f"not a Llama-family model (model_type/architectures: {names})")
+        try:
+            hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+            rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+            theta = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+            if (rope.get("rope_type") or rope.get("type") or "default") == "default":
+                rope = {}
+            return cls(
+                architecture=arch, vocab_size=int(config["vocab_size"]), hidden_size=hidden,
+                intermediate_size=int(config["intermediate_size"]), layers=int(config["num_hidden_layers"]),
+                heads=heads, kv_heads=int(config.get("num_key_value_heads") or heads),
+                head_dim=int(config.get("head_dim") or hidden // heads),
+                rms_eps=float(config.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=rope or None,
+                trained_context=int(config.get("max_position_embeddings", 2048)),
+                tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+                qkv_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad Llama config.json: {exc!r}") from None
+
+
+@attrs.define
+class LayerWeights:
+    attn_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: Optional[torch.Tensor]
+    o: torch.Tensor
+    mlp_norm: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+@attrs.define
+class LlamaWeights:
+    embed: torch.Tensor
+    layers: list[LayerWeights]
+    norm: torch.Tensor
+    lm_head: torch.Tensor
+
+    @classmethod
+    def from_hf_tensors(cls, arch: LlamaArch, tensors: dict[str, torch.Tensor],
+                        dtype: torch.dtype, device: torch.device) -> "LlamaWeights":
+        def take(name: str) -> torch.Tensor:
+            key = name if name in tensors else name.removeprefix("model.")
+            if key not in tensors:
+                raise ValueError(f"weights are missing tensor {name!r}")
+            return tensors[key].to(device=device, dtype=dtype)
+
+        layers = [_layer(arch, take, f"model.layers.{i}.") for i in range(arch.layers)]
+        embed = take("model.embed_tokens.weight")
+        has_head = "lm_head.weight" in tensors
+        lm_head = take("lm_head.weight") if has_head and not arch.tie_embeddings else embed
+        weights = cls(embed=embed, layers=layers, norm=take("model.norm.weight"), lm_head=lm_head)
+        weights.check_shapes(arch)
+        return weights
+
+    def check_shapes(self, arch: LlamaArch) -> None:
+        qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+        expected = {"embed": (arch.vocab_size, arch.hidden_size), "lm_head": (arch.vocab_size, arch.hidden_size),
+                    "qkv": (qkv_rows, arch.hidden_size), "o": (arch.hidden_size, arch.heads * arch.head_dim),
+                    "gate_up": (2 * arch.intermediate_size, arch.hidden_size),
+                    "down": (arch.hidden_size, arch.intermediate_size)}
+        layer = self.layers[0]
+        actual = {"embed": self.embed.shape, "lm_head": self.lm_head.shape, "qkv": layer.qkv.shape,
+                  "o": layer.o.shape, "gate_up": layer.gate_up.shape, "down": layer.down.shape}
+        for name, shape in expected.items():
+            if tuple(actual[name]) != shape:
+                raise ValueError(f"weight {name} has shape {tuple(actual[name])}, config says {shape}")
+
+    def named_tensors(self) -> list[torch.Tensor]:
+        out = [self.embed, self.norm, self.lm_head]
+        for layer in self.layers:
+            out += [t for t in attrs.astuple(layer, recurse=False) if t is not None]
+        return out
+
+
+def _layer(arch: LlamaArch, take, prefix: str) -> LayerWeights:
+    attn = prefix + "self_attn."
+    qkv = torch.cat([take(attn + "q_proj.weight"), take(attn + "k_proj.weight"), take(attn + "v_proj.weight")])
+    bias = None
+    if arch.qkv_bias:
+        bias = torch.cat([take(attn + "q_proj.bias"), take(attn + "k_proj.bias"), take(attn + "v_proj.bias")])
+    mlp = prefix + "mlp."
+    return LayerWeights(
+        attn_norm=take(prefix + "input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
+        o=take(attn + "o_proj.weight"), mlp_norm=take(prefix + "post_attention_layernorm.weight"),
+        gate_up=torch.cat([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
+        down=take(mlp + "down_proj.weight"),
+    )

@@ -1,0 +1,132 @@
+"""LlamaRuntime: the :class:`kvgate.core.runtime.ModelRuntime` of Llama-family models.
+
+Exported state layout (private to this runtime, guarded by its fingerprint): the raw bytes of a
+tensor ``[layers, 2 (k/v), tokens, kv_heads, head_dim]`` in the runtime dtype, C order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Optional, Sequence
+
+import torch
+
+from kvgate.core.runtime import ModelInfo, ModelRuntime, Session
+from kvgate.models.forward import LlamaForward
+from kvgate.models.fingerprint import weights_fingerprint
+from kvgate.models.kv_pool import KVPool
+from kvgate.models.layers import LlamaArch, LlamaWeights
+from kvgate.models.rope import Rotary
+from kvgate.models.sessions import BlockTables
+
+
+class LlamaRuntime(BlockTables, ModelRuntime):
+    def __init__(self, arch: LlamaArch, weights: LlamaWeights, info: ModelInfo, tokenizer: Any,
+                 chat_template: Optional[str], special_tokens: dict[str, str],
+                 block_size: int = 16, kv_pool_tokens: int = 65536):
+        self.arch, self.weights, self.info = arch, weights, info
+        self.tokenizer, self.chat_template, self.special_tokens = tokenizer, chat_template, special_tokens
+        self.block_size = block_size
+        self.device = weights.embed.device
+        self.dtype = weights.embed.dtype
+        self.pool = KVPool(arch.layers, arch.kv_heads, arch.head_dim, block_size,
+                           kv_pool_tokens, self.dtype, self.device)
+        rotary = Rotary(arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+                        initial_positions=min(info.max_context, 8192))
+        self.forward = LlamaForward(arch, weights, self.pool, rotary)
+        self._ids = itertools.count(1)
+        self._fingerprint: Optional[str] = None
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = weights_fingerprint(self.arch, self.weights, self.dtype)
+        return self._fingerprint
+
+    # --- forward passes -------------------------------------------------------------------------
+    def _check_room(self, session: Session, count: int) -> None:
+        if session.length + count > self.info.max_context:
+            raise ValueError(f"context full: {session.length} + {count} tokens exceed max_context "
+                             f"{self.info.max_context}")
+
+    def _token_tensor(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.arch.vocab_size):
+            raise ValueError(f"token id out of range [0, {self.arch.vocab_size})")
+        return ids
+
+    @torch.inference_mode()
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False) -> torch.Tensor:
+        if len(tokens) == 0:
+            raise ValueError("prefill needs at least one token")
+        ids = self._token_tensor(tokens)
+        self._check_room(session, len(tokens))
+        start = session.length
+        self._reserve([session], len(tokens))
+        new_slots = self.pool.slots(session.block_table, start, start + len(tokens))
+        all_slots = self.pool.slots(session.block_table, 0, start + len(tokens)) if start else None
+        logits = self.forward.prefill(ids, start, new_slots, all_slots, all_logits)
+        session.tokens.extend(int(t) for t in tokens)
+        return logits if all_logits else logits[0]
+
+    @torch.inference_mode()
+    def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
+        if len(sessions) != len(tokens) or not sessions:
+            raise ValueError(f"decode needs one token per session, got {len(sessions)} sessions, {len(tokens)} tokens")
+        if len({id(s) for s in sessions}) != len(sessions):
+            raise ValueError("a session appears twice in one decode batch")
+        ids = self._token_tensor(tokens)
+        for session in sessions:
+            self._check_room(session, 1)
+        self._reserve(sessions, 1)
+        lengths = [s.length for s in sessions]
+        self.forward.rotary.ensure(max(lengths) + 1)
+        positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        context, mask = self._context_slots(sessions, lengths)
+        new_slots = context.gather(1, positions[:, None]).view(-1)
+        logits = self.forward.decode(ids, positions, new_slots, context, mask)
+        for session, token in zip(sessions, tokens):
+            session.tokens.append(int(token))
+        return logits
+
+    def _context_slots(self, sessions: Sequence[Session], lengths: list[int]):
+        """Slots [batch, keys] of every session's context incl. the new token, and the padding mask."""
+        bs = self.block_size
+        if len(sessions) == 1:
+            slots = self.pool.slots(sessions[0].block_table, 0, lengths[0] + 1)
+            return slots[None, :], None
+        width = max(len(s.block_table) for s in sessions)
+        table = torch.tensor([s.block_table + [0] * (width - len(s.block_table)) for s in sessions],
+                             dtype=torch.long, device=self.device)
+        offsets = torch.arange(bs, device=self.device)
+        slots = (table[:, :, None] * bs + offsets).view(len(sessions), width * bs)
+        keys = torch.arange(width * bs, device=self.device)
+        limit = torch.tensor(lengths, dtype=torch.long, device=self.device)[:, None]
+        return slots, (keys[None, :] <= limit)[:, None, None, :]
+
+    # --- state as bytes -------------------------------------------------------------------------
+    def state_bytes_per_token(self) -> int:
+        return self.pool.bytes_per_token
+
+    def export_state(self, session: Session, start: int = 0, end: Optional[int] = None) -> bytes:
+        end = session.length if end is None else end
+        if not 0 <= start <= end <= session.length:
+            raise ValueError(f"bad token range [{start}, {end}) for a session of {session.length} tokens")
+        kv = self.pool.read(self.pool.slots(session.block_table, start, end))
+        return kv.contiguous().cpu().view(torch.uint8).numpy().tobytes()
+
+    def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        count = len(tokens)
+        expected = count * self.state_bytes_per_token()
+        if len(data) != expected:
+            raise ValueError(f"state of {count} tokens must be {expected} bytes, got {len(data)}")
+        if count == 0:
+            return
+        self._token_tensor(tokens)
+        self._check_room(session, count)
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(self.dtype)
+        kv = raw.view(self.arch.layers, 2, count, self.arch.kv_heads, self.arch.head_dim).to(self.device)
+        start = session.length
+        self._reserve([session], count)
+        self.pool.write(self.pool.slots(session.block_table, start, start + count), kv)
+        session.tokens.extend(int(t) for t in tokens)

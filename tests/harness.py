@@ -1,0 +1,105 @@
+"""Start and stop a real kvgate server process on 127.0.0.1 for tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_config(path: Path, settings: dict[str, dict[str, Any]], state_dir: Path) -> Path:
+    lines = [f"state_dir = {_toml_value(str(state_dir))}"]
+    for section, values in settings.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class ServerProcess:
+    """A `kvgate serve` child process. Stops by itself when the test ends (or at `stop()`)."""
+
+    def __init__(self, workdir: Path, settings: Optional[dict] = None, port: Optional[int] = None,
+                 state_dir: Optional[Path] = None, env: Optional[dict] = None, timeout: float = 180):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.state_dir = Path(state_dir or self.workdir / "state")
+        self.config_path = write_config(self.workdir / "kvgate.toml", settings or {}, self.state_dir)
+        self.log_path = self.workdir / f"server-{self.port}.log"
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.timeout = timeout
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        log = open(self.log_path, "ab")
+        cmd = [sys.executable, "-m", "kvgate.core.cli", "serve", "--config", str(self.config_path),
+               "--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                     cwd=self.workdir, start_new_session=True)
+        deadline = time.time() + self.timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"server did not become healthy in {self.timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
