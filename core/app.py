@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pluggy
 import torch
-from litestar import Litestar, Request, Response, get, head
+from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 
 from kvgate.core.config import Config, load_config
@@ -100,21 +100,14 @@ def operations_routes(ctx: ServerContext) -> list:
     @get(["/health", "/v1/health"], sync_to_thread=False)
     def health() -> dict[str, Any]:
         engine = ctx.pipeline.engine
-        return {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load()}
-
-    @head("/", sync_to_thread=False)
-    def root_head() -> None:
-        return None
-
-    @get("/", sync_to_thread=False)
-    def root() -> dict[str, Any]:
-        return {"name": "kvgate", "model": ctx.model_name}
+        return {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load(),
+                "kv_pool": engine.runtime.pool_stats()}
 
     @get("/metrics", sync_to_thread=False)
     def metrics() -> Response:
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return [health, root_head, root, metrics]
+    return [health, metrics]
 
 
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:

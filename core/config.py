@@ -24,14 +24,30 @@ def _default_state_dir() -> str:
     return base
 
 
+class FieldError(ValueError):
+    """A validator's complaint about one field, so the error can name its key."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"{name}: {reason}")
+        self.name, self.reason = name, reason
+
+
 def _positive(instance, attribute, value):
     if value <= 0:
-        raise ValueError(f"must be positive, got {value}")
+        raise FieldError(attribute.name, f"must be positive, got {value}")
 
 
 def _non_negative(instance, attribute, value):
     if value < 0:
-        raise ValueError(f"must not be negative, got {value}")
+        raise FieldError(attribute.name, f"must not be negative, got {value}")
+
+
+def _one_of(*choices: str):
+    def check(instance, attribute, value):
+        if value not in choices:
+            raise FieldError(attribute.name, f"must be one of {', '.join(choices)}, got {value!r}")
+
+    return check
 
 
 @attrs.define
@@ -48,7 +64,7 @@ class ModelConfig:
     path: str = ""  # Hugging Face directory or GGUF file; empty = the embedded SmolLM2
     name: str = "smollm2"  # the id served on /v1/models
     aliases: list[str] = attrs.field(factory=list)
-    dtype: str = attrs.field(default="bf16", validator=attrs.validators.in_(["bf16", "fp32", "fp16"]))
+    dtype: str = attrs.field(default="bf16", validator=_one_of("bf16", "fp32", "fp16"))
     device: str = "auto"  # auto / cpu / cuda
     dialect: str = ""  # empty = chosen from architecture and template
     chat_format: str = ""  # empty = the model's Jinja template with the dialect
@@ -155,6 +171,8 @@ def _describe(exc: BaseException, path: str = "") -> list[str]:
                 sub_path = f"{path}{note.name}." if isinstance(note.name, str) else f"{path}[{note.name}]."
             lines.extend(_describe(sub, sub_path))
         return lines
+    if isinstance(exc, FieldError):
+        return [f"{path}{exc.name}: {exc.reason}"]
     key = path.rstrip(".") or "(top level)"
     reason = str(exc) or type(exc).__name__
     if isinstance(exc, (TypeError, ValueError, KeyError)) and "invalid value" not in reason:

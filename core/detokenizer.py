@@ -27,6 +27,11 @@ class IncrementalDetokenizer:
     def token_ids(self) -> list[int]:
         return list(self._ids)
 
+    @property
+    def window_size(self) -> int:
+        """Tokens decoded per step: the last emitted piece plus what is held back."""
+        return len(self._ids) - self._prefix_offset
+
     def push(self, token_id: int) -> str:
         """Add one token; return the text it decides (possibly empty)."""
         self._ids.append(token_id)

@@ -107,6 +107,7 @@ class Pipeline:
         finally:
             if not finished:
                 self.engine.cancel(seq)
+                run.record("cancelled", 0)
 
     async def warm(self, request: ChatRequest) -> Usage:
         """Prefill only: the prompt's state is computed and left to the cache."""
@@ -183,6 +184,11 @@ class _Run:
                 self.issues.append(event)
         return events
 
+    def record(self, reason: str, interventions: int) -> None:
+        self.pipeline.metrics.request_finished(
+            reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
+            self.usage.completion_tokens, interventions, len(self.issues))
+
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []
         if self.stop_sequence is None:
@@ -198,8 +204,6 @@ class _Run:
         error = None if done.error is None else str(getattr(done.error, "message", done.error))
         if done.error is not None:
             reason = "error"
-        self.pipeline.metrics.request_finished(
-            reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
-            self.usage.completion_tokens, done.guard_interventions, len(self.issues))
+        self.record(reason, done.guard_interventions)
         events.append(Finished(reason, self.usage, self.stop_sequence, done.guard_interventions, self.issues, error))
         return events

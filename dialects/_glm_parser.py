@@ -44,6 +44,8 @@ class GlmParser(TagCallParser):
         return self.begin_call(name.strip(), self.call_body)
 
     def call_body(self) -> bool:
+        if self.final and not self.buf.strip():
+            return False
         for literal, state in ((KEY_OPEN, self.arg_key), (CALL_CLOSE, None)):
             before = self.buf
             got = self.expect(literal)

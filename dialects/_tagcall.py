@@ -111,11 +111,15 @@ class TagCallParser(StateParser):
             self._delta(self.args.add(value))
         self.value_mode = "none"
 
+    def after_call(self):
+        """The state that follows a finished (or skipped) call."""
+        return self.content
+
     def end_call(self) -> bool:
         self._delta(self.args.close())
         self.emit(ToolCallEnd(self.index, self.args.text))
         self.index, self.call_open, self.raw = self.index + 1, False, ""
-        return self.goto(self.content)
+        return self.goto(self.after_call())
 
     # ---- malformed and unclosed calls
 
@@ -132,7 +136,7 @@ class TagCallParser(StateParser):
         if self.call_open:
             return self.end_call()
         self.raw = ""
-        return self.goto(self.content)
+        return self.goto(self.after_call())
 
     def at_end(self) -> None:
         if self.call_open:

@@ -3,7 +3,8 @@
 - The top-level ``system`` (string or text blocks) and every ``role: "system"`` message (Claude
   Code sends mid-conversation reminders that way) are folded into one leading system message.
 - A user message's ``tool_result`` blocks become ``tool`` messages (in block order, before the
-  user's own text, as the API requires them first); ``is_error`` is carried on the message.
+  user's own text, as the API requires them first); ``is_error`` is carried on the message and
+  shown to the model as an ``Error: `` prefix.
 - An assistant message's ``thinking`` blocks become ``reasoning``, ``tool_use`` blocks tool calls
   (input serialised with ``json.dumps(input, ensure_ascii=False)``), ``redacted_thinking`` is
   dropped (it is opaque).
@@ -20,6 +21,7 @@ from kvgate.adapters.anthropic.blocks import (
 from kvgate.core.types import Message
 
 ROLES = ("user", "assistant", "system")
+ERROR_PREFIX = "Error: "
 
 
 def system_texts(system: Any, billing: str, param: str = "system") -> list[str]:
@@ -71,8 +73,10 @@ def tool_result_turn(block: dict[str, Any], param: str) -> Message:
     expect(isinstance(block.get("tool_use_id"), str), "tool_result needs a string 'tool_use_id'", param)
     is_error = block.get("is_error") or False
     expect(isinstance(is_error, bool), "'is_error' must be a boolean", f"{param}.is_error")
-    return Message(role="tool", content=tool_result_text(block, param),
-                   tool_call_id=block["tool_use_id"], is_error=is_error)
+    content = tool_result_text(block, param)
+    if is_error:  # no dialect renders is_error, so the model learns of the failure from the text
+        content = f"{ERROR_PREFIX}{content}"
+    return Message(role="tool", content=content, tool_call_id=block["tool_use_id"], is_error=is_error)
 
 
 def assistant_turn(content: Any, param: str) -> Message:

@@ -54,6 +54,7 @@ class _ToolBlock:
         self.call_index = call_index
         self.prefix = JsonObjectPrefix()
         self.sent = ""
+        self.held = ""  # leading whitespace: a whitespace-only fragment makes the SDK's parser fail
         self.complete = False
 
 
@@ -148,8 +149,11 @@ class MessageStream:
         tool = self.tool
         if tool is None or tool.call_index != event.index or tool.prefix.blocked:
             return []
-        accepted = tool.prefix.feed(event.text)
-        return self._json(event.text[:accepted])
+        tool.held += event.text[:tool.prefix.feed(event.text)]
+        if tool.prefix.state == "start":
+            return []
+        text, tool.held = tool.held, ""
+        return self._json(text)
 
     def _tool_end(self, event: ToolCallEnd) -> list[WireEvent]:
         tool = self.tool

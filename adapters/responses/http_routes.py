@@ -44,7 +44,7 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
             raise NotFound(f"No response found with id '{response_id}'.", param="response_id")
         return record
 
-    @post(both("/responses"))
+    @post(both("/responses"), status_code=200)
     async def create_response(request: Request) -> Response:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))
@@ -69,7 +69,7 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
         return _json({"object": "list", "data": items, "has_more": False,
                       "first_id": items[0]["id"] if items else None, "last_id": items[-1]["id"] if items else None})
 
-    @post(both("/responses/input_tokens"))
+    @post(both("/responses/input_tokens"), status_code=200)
     async def count_input_tokens(request: Request) -> Response:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))

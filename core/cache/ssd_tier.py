@@ -1,0 +1,157 @@
+"""The SSD tier: an :class:`SsdStore`, its index, and a writer thread that commits backups.
+
+The engine thread exports state (the runtime is not thread-safe) and submits a
+:class:`PendingSnapshot`; the writer thread writes chunks, commits the manifest, applies the
+round limit and the capacity bound. Chunks referenced by a queued snapshot are pinned so that a
+capacity drop cannot delete them before that snapshot commits. Reads (:meth:`read`) run on
+request worker threads.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from kvgate.core.cache.metrics import CacheMetrics
+from kvgate.core.cache.ssd_index import SsdIndex
+from kvgate.core.cache.ssd_records import SnapshotRecord
+from kvgate.core.cache.ssd_store import PendingSnapshot, SsdStore
+
+log = logging.getLogger("kvgate.cache")
+MAX_PENDING_BYTES = 512 * 1024 * 1024
+
+
+class SsdTier:
+    name = "ssd"
+
+    def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, bytes_per_token: Optional[int],
+                 prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES):
+        self.chunk_tokens, self.prefix_rounds, self.max_pending_bytes = chunk_tokens, prefix_rounds, max_pending_bytes
+        self.store = SsdStore(root, chunk_tokens, capacity_bytes, bytes_per_token)
+        self.metrics = CacheMetrics()
+        self.lock = threading.Condition(threading.RLock())
+        self.index = SsdIndex()
+        self.pins: collections.Counter[bytes] = collections.Counter()
+        self.pending_bytes = 0
+        for record in self.store.load_index():
+            self.index.add(record)
+        self.orphans_removed = self.store.remove_orphans()
+        self.jobs: queue.Queue = queue.Queue()
+        self.writer = threading.Thread(target=self._run, name="kvgate-ssd-writer", daemon=True)
+        self.writer.start()
+
+    def bind(self, metrics: CacheMetrics) -> None:
+        self.metrics = metrics
+        self._update_gauges()
+
+    # --- engine thread ------------------------------------------------------------------------------
+    def longest(self, namespace: str, tokens: Sequence[int]):
+        with self.lock:
+            return self.index.longest(namespace, tokens)
+
+    def exact(self, namespace: str, cache_key: Optional[str], tokens: Sequence[int]):
+        with self.lock:
+            return self.index.exact(namespace, cache_key, tokens)
+
+    def known_chunks(self, keys: Sequence[bytes]) -> set[int]:
+        """Indexes of ``keys`` already stored or queued (their payload need not be exported)."""
+        with self.lock:
+            return {i for i, key in enumerate(keys) if key in self.store.chunk_refs or self.pins[key] > 0}
+
+    def submit(self, pending: PendingSnapshot, wait: bool) -> bool:
+        """Queue a snapshot; when the queue holds too many bytes, wait for it or give up."""
+        size = sum(len(p) for p in pending.payloads.values())
+        with self.lock:
+            while self.pending_bytes and self.pending_bytes + size > self.max_pending_bytes:
+                if not wait:
+                    return False
+                self.lock.wait(timeout=1.0)
+            self.pending_bytes += size
+            self.pins.update(pending.keys)
+        self.jobs.put(("commit", pending, size))
+        return True
+
+    def touch(self, record: SnapshotRecord) -> None:
+        record.last_used = time.time()
+        self.jobs.put(("touch", record.id, record.last_used))
+
+    # --- worker threads ---------------------------------------------------------------------------
+    def read(self, record: SnapshotRecord, tokens_needed: int) -> list[tuple[list[int], bytes]]:
+        return self.store.read(record, -(-tokens_needed // record.chunk_tokens))
+
+    def drop_bad(self, record: SnapshotRecord, reason: str) -> None:
+        log.warning("SSD cache: dropping damaged snapshot %s (%d tokens): %s", record.id, len(record.tokens), reason)
+        self.metrics.bad_snapshots.inc()
+        with self.lock:
+            self.index.remove(record)
+        self.jobs.put(("drop", record.id, None))
+
+    # --- writer thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            kind, subject, extra = self.jobs.get()
+            try:
+                if kind == "stop":
+                    return
+                if kind == "flush":
+                    subject.set()
+                elif kind == "commit":
+                    self._commit(subject, extra)
+                elif kind == "touch":
+                    self.store.touch(subject, extra)
+                elif kind == "drop":
+                    with self.lock:
+                        self.store.drop(subject, pinned=+self.pins)
+            except Exception as exc:  # the writer must survive a bad disk
+                log.warning("SSD cache writer: %s of %s failed: %s", kind, getattr(subject, "id", subject), exc)
+                self.metrics.backup_failures.inc()
+
+    def _commit(self, pending: PendingSnapshot, size: int) -> None:
+        try:
+            record = self.store.commit(pending)
+            self.metrics.backups.inc()
+            self.metrics.backup_bytes.inc(size)
+            with self.lock:
+                self.index.add(record)
+                for old in self.index.superseded(record, self.prefix_rounds):
+                    self._drop_locked(old)
+                for victim in self.store.over_capacity():
+                    self._drop_locked(victim)
+                    self.metrics.evictions.labels(tier="ssd").inc()
+        finally:
+            with self.lock:
+                self.pins.subtract(pending.keys)
+                self.pending_bytes -= size
+                self.lock.notify_all()
+            self._update_gauges()
+
+    def _drop_locked(self, record: SnapshotRecord) -> None:
+        self.index.remove(record)
+        self.store.drop(record.id, pinned=+self.pins)
+
+    def _update_gauges(self) -> None:
+        self.metrics.ssd_bytes.set(self.store.total_bytes)
+        self.metrics.ssd_snapshots.set(len(self.store.records))
+
+    def flush(self, timeout: float = 120.0) -> bool:
+        done = threading.Event()
+        self.jobs.put(("flush", done, None))
+        return done.wait(timeout)
+
+    def stats(self) -> dict:
+        with self.lock:
+            return {"snapshots": len(self.store.records), "bytes": self.store.total_bytes,
+                    "capacity_bytes": self.store.capacity_bytes, "pending_bytes": self.pending_bytes,
+                    "generation": self.store.manifest.generation}
+
+    def close(self) -> None:
+        if self.writer.is_alive():
+            self.flush()
+            self.jobs.put(("stop", None, None))
+            self.writer.join(timeout=60)
+        self.store.close()

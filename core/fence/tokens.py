@@ -1,0 +1,112 @@
+"""What fences need to know about the active tokenizer, built once per runtime.
+
+``tokenizer_info(tokenizer, eos_token_ids)`` wraps a ``tokenizers.Tokenizer``: vocabulary size,
+end-of-turn ids, special tokens, the bytes of every token, and a cache slot per grammar backend.
+:func:`verify_literals` encodes each literal of a dialect with this tokenizer and checks that the
+tokens spell the literal exactly; a tokenizer that cannot (unknown pieces, lossy normalisation,
+a special token cut in half) fails here, when the fence is built, never mid-generation.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+from typing import Any, Iterable
+
+from kvgate.core.fence.errors import FenceError
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level alphabet: printable stand-in character -> byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, extra = list(printable), 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    try:
+        decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+    except Exception:
+        return False
+    kinds = [decoder.get("type")] + [d.get("type") for d in decoder.get("decoders", [])]
+    return "ByteLevel" in kinds
+
+
+class TokenizerInfo:
+    """Immutable facts about one tokenizer plus per-backend caches (guarded by a lock)."""
+
+    def __init__(self, tokenizer: Any, eos_token_ids: Iterable[int]):
+        self.tokenizer = tokenizer
+        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        self.eos_ids = tuple(int(i) for i in eos_token_ids)
+        bad = [i for i in self.eos_ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise FenceError(f"end-of-turn token ids {bad} are outside the vocabulary of {self.vocab_size}")
+        added = tokenizer.get_added_tokens_decoder()
+        self.special_ids = frozenset(i for i, t in added.items() if t.special)
+        self.special_texts = {t.content: i for i, t in added.items() if t.special}
+        self.byte_level = _is_byte_level(tokenizer)
+        self.backends: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self._token_bytes: list[bytes] | None = None
+        self._verified: dict[str, None] = {}
+
+    def token_bytes(self) -> list[bytes]:
+        """The bytes each token id spells (special tokens spell their text)."""
+        if self._token_bytes is None:
+            self._token_bytes = [self._bytes_of(i) for i in range(self.vocab_size)]
+        return self._token_bytes
+
+    def _bytes_of(self, token_id: int) -> bytes:
+        piece = self.tokenizer.id_to_token(token_id)
+        if piece is None:
+            return b""
+        if token_id in self.special_ids or not self.byte_level:
+            if not self.byte_level and token_id not in self.special_ids:
+                return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
+            return piece.encode("utf-8")
+        table = _byte_decoder()
+        try:
+            return bytes(table[ch] for ch in piece)
+        except KeyError:  # an added plain-text token is stored as its text
+            return piece.encode("utf-8")
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def verify_literals(self, owner: str, literals: Iterable[str]) -> None:
+        """Raise FenceError when a literal does not round-trip through this tokenizer."""
+        for text in literals:
+            if not text or text in self._verified:
+                continue
+            check_literal(self, owner, text)
+            self._verified[text] = None
+
+
+def check_literal(info: TokenizerInfo, owner: str, text: str) -> None:
+    ids = info.encode(text)
+    pieces = [info.token_bytes()[i] if 0 <= i < info.vocab_size else b"" for i in ids]
+    if b"".join(pieces) != text.encode("utf-8"):
+        spelled = b"".join(pieces).decode("utf-8", "replace")
+        raise FenceError(
+            f"incompatible tokenizer for {owner}: literal {text!r} encodes to tokens {ids} that spell "
+            f"{spelled!r}; the fence cannot force this literal")
+    for special, token in info.special_texts.items():
+        if special and special in text and token not in ids:
+            raise FenceError(
+                f"incompatible tokenizer for {owner}: literal {text!r} contains the special token "
+                f"{special!r} but does not encode to it")
+
+
+def tokenizer_info(runtime_tokenizer: Any, eos_token_ids: list[int]) -> TokenizerInfo:
+    """Build the fence view of a runtime's tokenizer (cache the result per runtime)."""
+    if not hasattr(runtime_tokenizer, "get_vocab_size") or not hasattr(runtime_tokenizer, "to_str"):
+        raise FenceError("fences need a tokenizers.Tokenizer (the runtime's tokenizer has no get_vocab_size/to_str)")
+    return TokenizerInfo(runtime_tokenizer, eos_token_ids)

@@ -1,0 +1,146 @@
+"""SsdStore on real disk with synthetic payloads: commit, dedup, validation, LRU, restart."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from kvgate.core.cache.chunk_format import BadChunk
+from kvgate.core.cache.ssd_store import SsdStore, StoreBusy
+
+from tests.cache.ssd_helpers import BPT, chunk_payload, pending
+
+C = 8
+
+
+def open_store(path, capacity=10**9):
+    store = SsdStore(path, chunk_tokens=C, capacity_bytes=capacity, bytes_per_token=BPT)
+    store.load_index()
+    return store
+
+
+def chunk_files(path):
+    return sorted(p.name for p in (path / "chunks").glob("*/*.kvc"))
+
+
+def test_commit_read_and_restart(tmp_path):
+    tokens = list(range(100, 121))  # 2 full chunks + a tail of 5
+    store = open_store(tmp_path)
+    record = store.commit(pending("ns-a", tokens, C, cache_key="conv"))
+    assert record.generation == 1 and len(record.chunks) == 3
+    store.close()
+    again = open_store(tmp_path)
+    (loaded,) = again.records.values()
+    assert loaded.tokens == tokens and loaded.cache_key == "conv" and loaded.generation == 1
+    chunks = again.read(loaded, 3)
+    assert [t for t, _ in chunks] == [tokens[0:8], tokens[8:16], tokens[16:21]]
+    assert b"".join(p for _, p in chunks) == chunk_payload("ns-a", tokens, 0, 21)
+    again.close()
+
+
+def test_shared_prefix_is_stored_once_and_new_turn_writes_only_new_chunks(tmp_path):
+    store = open_store(tmp_path)
+    system = list(range(16))
+    store.commit(pending("ns", system + [50, 51, 52], C))
+    before = set(chunk_files(tmp_path))
+    store.commit(pending("ns", system + [60, 61], C))
+    after = set(chunk_files(tmp_path))
+    assert len(before) == 3 and len(after - before) == 1  # only the new tail chunk
+    turn2 = system + [50, 51, 52] + list(range(200, 210))
+    # the tier passes payloads only for chunks it does not know; the shared ones must come from disk
+    store.commit(pending("ns", turn2, C, skip={0, 1}))
+    assert len(set(chunk_files(tmp_path)) - after) == 2
+    store.commit(pending("other-ns", system, C))
+    assert len(set(chunk_files(tmp_path))) == len(after) + 2 + 2  # another namespace shares nothing
+    store.close()
+
+
+def test_missing_payload_for_absent_chunk_refuses_to_commit(tmp_path):
+    store = open_store(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        store.commit(pending("ns", list(range(20)), C, skip={1}))
+    assert store.records == {} and store.manifest.generation == 0
+    store.close()
+
+
+def test_lru_capacity_drops_least_recently_used_and_deletes_files(tmp_path):
+    store = open_store(tmp_path)
+    first = store.commit(pending("ns", list(range(0, 16)), C))
+    second = store.commit(pending("ns", list(range(100, 116)), C))
+    third = store.commit(pending("ns", list(range(200, 216)), C))
+    store.touch(first.id, first.last_used + 100)  # first is now the most recently used
+    store.capacity_bytes = store.total_bytes * 2 // 3
+    victims = store.over_capacity()
+    assert [v.id for v in victims] == [second.id]
+    for victim in victims:
+        store.drop(victim.id)
+    assert set(store.records) == {first.id, third.id}
+    assert len(chunk_files(tmp_path)) == 4 and store.total_bytes <= store.capacity_bytes
+    store.close()
+
+
+def test_orphans_and_temporaries_are_removed_at_start(tmp_path):
+    store = open_store(tmp_path)
+    store.commit(pending("ns", list(range(16)), C))
+    store.close()
+    stray = tmp_path / "chunks" / "ab" / ("ab" * 32 + ".kvc")
+    stray.parent.mkdir(exist_ok=True)
+    stray.write_bytes(b"half")
+    (stray.parent / (stray.name + ".tmp123")).write_bytes(b"x")
+    again = open_store(tmp_path)
+    assert again.remove_orphans() == 2
+    assert len(chunk_files(tmp_path)) == 2 and len(again.records) == 1
+    again.close()
+
+
+def test_second_writer_is_refused(tmp_path):
+    store = open_store(tmp_path)
+    with pytest.raises(StoreBusy):
+        SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, bytes_per_token=BPT)
+    reader = SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, bytes_per_token=BPT, writer=False)
+    reader.close()
+    store.close()
+
+
+def test_missing_chunk_file_drops_the_snapshot_at_start(tmp_path):
+    store = open_store(tmp_path)
+    record = store.commit(pending("ns", list(range(16)), C))
+    store.close()
+    store.chunk_path(record.chunks[1]).unlink()
+    again = open_store(tmp_path)
+    assert again.records == {} and "missing" in again.dropped_at_load[0][1]
+    again.close()
+
+
+def test_fuzzed_and_truncated_chunks_are_rejected(tmp_path):
+    tokens = list(range(300, 316))
+    store = open_store(tmp_path)
+    record = store.commit(pending("ns", tokens, C))
+    path = store.chunk_path(record.chunks[1])
+    original = path.read_bytes()
+    rng = random.Random(7)
+    cases = [original[:n] for n in (0, 10, 88, 95, len(original) - 1)] + [original + b"\0"]
+    for _ in range(60):
+        damaged = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+        cases.append(bytes(damaged))
+    for case in cases:
+        path.write_bytes(case)
+        with pytest.raises(BadChunk):
+            store.read(record, 2)
+    path.write_bytes(original)
+    assert store.read(record, 2)[1][0] == tokens[8:16]
+    store.close()
+
+
+def test_chunk_of_another_snapshot_is_rejected(tmp_path):
+    store = open_store(tmp_path)
+    a = store.commit(pending("ns", list(range(16)), C))
+    b = store.commit(pending("ns", list(range(50, 66)), C))
+    store.chunk_path(a.chunks[1]).write_bytes(store.chunk_path(b.chunks[1]).read_bytes())
+    with pytest.raises(BadChunk):
+        store.read(a, 2)
+    store.close()
