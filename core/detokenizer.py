@@ -5,7 +5,8 @@ space depend on the previous token. So each step decodes a short window -- the t
 emitted piece plus the new ones -- and emits only what the window adds past the already-emitted
 piece. While the window's text ends in U+FFFD (an incomplete character) nothing is emitted: the
 bytes are held until the character completes, or until :meth:`flush`. The concatenation of every
-``push`` plus ``flush`` equals ``tokenizer.decode(all ids)``.
+``push`` plus ``flush`` equals ``tokenizer.decode(all ids, skip_special_tokens=...)`` with the same
+flag (note: the ``tokenizers`` default for that flag is True, this class's default is False).
 """
 
 from __future__ import annotations

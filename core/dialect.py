@@ -66,8 +66,13 @@ class Dialect(abc.ABC):
         """
 
     @abc.abstractmethod
-    def new_parser(self, tools: list[Tool], call_id: CallIdFactory) -> StreamParser:
-        """A fresh incremental parser for one response."""
+    def new_parser(self, tools: list[Tool], call_id: CallIdFactory, *, start_in: str = "content") -> StreamParser:
+        """A fresh incremental parser for one response.
+
+        ``start_in`` is where the prompt left the model: ``"content"``, ``"reasoning"`` (the prompt
+        ended inside a thinking block) or ``"after_reasoning"``; chat formats say which through
+        ``parser_start(request)``.
+        """
 
     def render_tool_call(self, name: str, arguments: str) -> str:
         """The exact text of one call as the model writes it (used by tests and fences)."""

@@ -69,7 +69,8 @@ class Pipeline:
         fence = self.fence_builder(request) if (self.fence_builder and generate) else None
         return Sequence(
             prompt=prompt, params=request.sampling, max_tokens=max_tokens,
-            stop_token_ids=frozenset(self.runtime.info.eos_token_ids), deliver=deliver,
+            stop_token_ids=frozenset() if request.extra.get("ignore_eos") else frozenset(self.runtime.info.eos_token_ids),
+            deliver=deliver,
             namespace=self.namespace, cache_key=request.cache_key, fence=fence, generate=generate,
             generator=make_generator(request.sampling.seed),
         )
@@ -137,7 +138,9 @@ class _Run:
         self.pipeline = pipeline
         self.seq = seq
         scope = request.request_id or uuid.uuid4().hex
-        self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name))
+        start = getattr(pipeline.chat_format, "parser_start", None)
+        options = {"start_in": start(request)} if start else {}  # the prompt may end inside a reasoning block
+        self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name), **options)
         self.detok = IncrementalDetokenizer(pipeline.runtime.tokenizer)
         self.stops = StopStringScanner(request.sampling.stop)
         self.usage = Usage(prompt_tokens=len(seq.prompt))

@@ -15,7 +15,7 @@ from typing import Optional
 
 from kvgate.core.tokenizer_cache_lru import SampledLRU
 
-ENTRY_OVERHEAD_BYTES = 384
+ENTRY_OVERHEAD_BYTES = 512  # measured ~350 per entry (slot, array header, digest, dict and list slots)
 DIGEST_SIZE = 32
 
 

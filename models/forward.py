@@ -58,10 +58,11 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             if start:
                 k, v = k_cache.index_select(0, all_slots), v_cache.index_select(0, all_slots)
+            # 4-d inputs: 3-d ones miss the CPU flash kernel
             attn = F.scaled_dot_product_attention(
-                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
                 attn_mask=mask, is_causal=mask is None, enable_gqa=True)
-            x = x + F.linear(attn.transpose(0, 1).reshape(n, -1), layer.o)
+            x = x + F.linear(attn[0].transpose(0, 1).reshape(n, -1), layer.o)
             x = self._mlp(x, layer)
         return self._head(x if all_logits else x[-1:])
 
@@ -72,6 +73,7 @@ class LlamaForward:
         arch = self.arch
         cos, sin = self.rotary.tables(positions)
         flat_slots = context_slots.view(-1)
+        group = arch.heads // arch.kv_heads
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)
@@ -80,8 +82,9 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             k = k_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
             v = v_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
-            attn = F.scaled_dot_product_attention(
-                q.unsqueeze(2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
+            # one query per row: the query heads of a kv group are rows against that group's keys
+            grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
+            attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
             x = x + F.linear(attn.view(batch, -1), layer.o)
             x = self._mlp(x, layer)
         return self._head(x)

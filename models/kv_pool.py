@@ -3,7 +3,8 @@
 Storage is one tensor ``[layers, 2 (k/v), slots, kv_heads, head_dim]`` where a block is
 ``block_size`` consecutive slots. It grows lazily in slabs (zero-filled, so padding slots never
 hold NaN) up to ``capacity_tokens``. Blocks are reference-counted; a session sharing a partial last
-block copies it before writing (copy-on-write).
+block copies it before writing (copy-on-write). The storage is only touched in inference mode (an
+inference tensor cannot be written outside it).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class KVPool:
                 "block_bytes": self.block_bytes, "blocks_allocated": self.blocks_allocated}
 
     # --- allocation -----------------------------------------------------------------------------
+    @torch.inference_mode()
     def _grow(self, wanted: int) -> None:
         current = self.blocks_allocated
         target = min(self.capacity_blocks, max(current + wanted, current * 2, self.slab_blocks))
@@ -87,6 +89,7 @@ class KVPool:
             elif self.refcount[block] < 0:
                 raise RuntimeError(f"KV block {block} released more often than retained")
 
+    @torch.inference_mode()
     def copy_block(self, source: int) -> int:
         """A private copy of block ``source`` (the caller drops its reference to ``source``)."""
         (target,) = self.allocate(1)
@@ -101,9 +104,11 @@ class KVPool:
         return torch.tensor([block_table[p // bs] * bs + p % bs for p in range(start, end)],
                             dtype=torch.long, device=self.device)
 
+    @torch.inference_mode()
     def read(self, slots: torch.Tensor) -> torch.Tensor:
         """KV of ``slots`` for every layer: ``[layers, 2, n, kv_heads, head_dim]``."""
         return self.storage.index_select(2, slots)
 
+    @torch.inference_mode()
     def write(self, slots: torch.Tensor, kv: torch.Tensor) -> None:
         self.storage.index_copy_(2, slots, kv.to(self.dtype))

@@ -1,6 +1,7 @@
 """Anthropic Messages adapter: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
 
-Also answers ``HEAD /api/hello`` (a Claude Code connection probe) with 200; ``HEAD /`` is the core app's.
+Also answers ``HEAD /`` and ``HEAD /api/hello`` (Claude Code's connection probes) with 200,
+without an API key.
 Every route is served with and without the ``/v1`` prefix; query strings (``?beta=true``) are
 ignored. See :mod:`.request` (input), :mod:`.stream` (event order), :mod:`.billing` (the
 ``x-anthropic-billing-header`` normalisation) and :mod:`.errors` (error shape).

@@ -18,7 +18,7 @@ from kvgate.core.http import protocol_router, read_json_object, sse_event, sse_r
 
 MESSAGES_PATHS = ["/v1/messages", "/messages"]
 COUNT_PATHS = ["/v1/messages/count_tokens", "/messages/count_tokens"]
-PROBE_PATHS = ["/api/hello"]  # HEAD / is served by the core app
+PROBE_PATHS = ["/", "/api/hello"]  # Claude Code calls HEAD / before its first request
 
 
 def build_routes(ctx) -> list:

@@ -43,8 +43,9 @@ class StreamRenderer:
     def _lifecycle(self, kind: str) -> dict[str, Any]:
         return {"type": kind, "response": copy.deepcopy(self.response)}
 
-    def start(self) -> list[dict[str, Any]]:
-        return self._stamp([self._lifecycle("response.created"), self._lifecycle("response.in_progress")])
+    def start(self, in_progress: bool = True) -> list[dict[str, Any]]:
+        kinds = ["response.created", "response.in_progress"] if in_progress else ["response.created"]
+        return self._stamp([self._lifecycle(kind) for kind in kinds])
 
     def _close(self, status: str = "completed") -> list[dict[str, Any]]:
         item, self.current = self.current, None

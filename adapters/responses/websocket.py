@@ -89,9 +89,9 @@ class Connection:
         run = new_run(self.ctx, self.store, call)
         try:
             usage = await self.ctx.pipeline.warm(call.chat)
-            frames = run.renderer.start() + run.renderer.complete_empty(usage)
+            frames = run.renderer.start(in_progress=False) + run.renderer.complete_empty(usage)
         except ContextLengthExceeded as exc:
-            frames = run.renderer.start() + run.renderer.fail(exc.code, exc.message)
+            frames = run.renderer.start(in_progress=False) + run.renderer.fail(exc.code, exc.message)
         for frame in frames:
             await self.send(frame)
         record = run.keep(with_output=False)

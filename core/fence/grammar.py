@@ -15,7 +15,7 @@ that the tokenizer holds as special tokens are the backend's concern.
   at its first occurrence. With ``lead``, the text is either empty or non-empty and ends with
   ``lead`` (a separator the dialect writes between content and a call).
 * ``AnyOrder(fields)``: each field at most once, in any order; every ``required`` field must be
-  present before the sequence may end.
+  present before the sequence may end; ``empty`` is written instead when no field is present.
 """
 
 from __future__ import annotations
@@ -78,26 +78,30 @@ class Field:
 @attrs.frozen
 class AnyOrder:
     fields: tuple[Field, ...]
+    empty: str = ""  # the text written instead when no field is present
 
 
 Node = Union[Lit, Seq, Alt, Repeat, Json, FreeText, TextThen, AnyOrder]
 
 
 def seq(*items: Node) -> Node:
-    """A sequence with adjacent literals merged and empty literals dropped."""
+    """A sequence with adjacent literals merged, empty literals dropped, and a literal that
+    precedes a choice moved into each option (so no literal lexeme is a prefix of another one
+    at the same position, which a greedy lexer could not split)."""
     out: list[Node] = []
     for item in items:
-        if isinstance(item, Seq):
-            parts = list(item.items)
-        else:
-            parts = [item]
+        parts = list(item.items) if isinstance(item, Seq) else [item]
         for part in parts:
             if isinstance(part, Lit) and not part.text:
                 continue
-            if isinstance(part, Lit) and out and isinstance(out[-1], Lit):
+            if out and isinstance(out[-1], Lit) and isinstance(part, Lit):
                 out[-1] = Lit(out[-1].text + part.text)
+            elif out and isinstance(out[-1], Lit) and isinstance(part, Alt):
+                out[-1] = Alt(tuple(seq(out[-1], option) for option in part.options))
             else:
                 out.append(part)
+    if not out:
+        return Lit("")
     if len(out) == 1:
         return out[0]
     return Seq(tuple(out))

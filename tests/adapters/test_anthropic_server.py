@@ -96,7 +96,7 @@ def tool_uses(message):
 
 def test_create_forced_tool_call(client):
     message = client.messages.create(model="smollm2", max_tokens=40, messages=ASK_WEATHER, tools=[WEATHER],
-                                     tool_choice={"type": "any"}, temperature=0)
+                                     tool_choice={"type": "any"}, extra_body={"temperature": 0})
     calls = tool_uses(message)
     if not calls:
         pytest.xfail(NO_TOOL_CALL)
@@ -106,7 +106,7 @@ def test_create_forced_tool_call(client):
 
 def test_stream_named_tool_call(client):
     with client.messages.stream(model="smollm2", max_tokens=40, messages=ASK_WEATHER, tools=[WEATHER],
-                                tool_choice={"type": "tool", "name": "get_weather"}, temperature=0) as stream:
+                                tool_choice={"type": "tool", "name": "get_weather"}, extra_body={"temperature": 0}) as stream:
         final = stream.get_final_message()
     calls = tool_uses(final)
     if not calls:

@@ -15,6 +15,7 @@ from tests.adapters.test_responses_render import check_event_stream, parse_sse
 from tests.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
+YES_NO = "Reply with one word: yes or no?"
 SHORT = {"model": "smollm2", "temperature": 0, "max_output_tokens": 6}
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather for a city.", "strict": False,
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
@@ -54,13 +55,15 @@ def test_sdk_create_text(client):
 
 def test_sdk_stream_final_response_matches_the_deltas(client):
     deltas = []
-    with client.responses.stream(input=[{"role": "user", "content": "Name a colour."}], **SHORT) as stream:
+    # a prompt SmolLM2 answers in two tokens, so the stream ends with response.completed
+    body = {**SHORT, "max_output_tokens": 16, "input": [{"role": "user", "content": YES_NO}]}
+    with client.responses.stream(**body) as stream:
         for event in stream:
             if event.type == "response.output_text.delta":
                 deltas.append(event.delta)
         final = stream.get_final_response()
-    assert deltas and final.output_text == "".join(deltas)
-    assert final.usage.output_tokens == len(deltas) or final.usage.output_tokens >= len(deltas)
+    assert final.status == "completed" and deltas and final.output_text == "".join(deltas)
+    assert final.usage.output_tokens >= len(deltas)
 
 
 def test_sdk_stream_with_required_tool_call(client):

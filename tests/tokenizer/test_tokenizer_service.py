@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import pytest
 from prometheus_client import CollectorRegistry
 from tokenizers import AddedToken, Tokenizer
@@ -151,3 +154,21 @@ def test_encode_rejects_what_is_not_text(small_bpe, bad):
 
 def test_empty_text_is_no_tokens(small_bpe):
     assert TokenizerService(small_bpe).encode("") == []
+
+
+def test_l1_memory_really_held_stays_within_the_budget(small_bpe):
+    """Measured with tracemalloc: entries of many sizes, under eviction pressure."""
+    budget = 300_000
+    texts = [chatml(turns) for turns in range(1, 80)] + [f"<|im_start|>{i}<|im_end|>" for i in range(3000)]
+    service = TokenizerService(small_bpe, l1_only(budget), seed=0)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for text in texts:
+        service.encode(text)
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    stats = service.cache_stats()["l1"]
+    assert stats["evictions"] > 0 and stats["bytes"] <= budget
+    assert held <= budget, f"{held} bytes held for a {budget}-byte budget"

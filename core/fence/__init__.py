@@ -1,0 +1,18 @@
+"""Token fences: which tokens may be sampled next, for tool calls, structured output and guards.
+
+Public API (engine thread):
+
+* ``tokenizer_info(runtime_tokenizer, eos_token_ids)`` -> :class:`TokenizerInfo` (once per runtime);
+* ``build_request_fence(request, dialect, tokenizer_info, config, pm, start_in="content")`` ->
+  :class:`RequestFence` or None;
+* :class:`RequestFence`: ``set_budget``, ``apply``, ``advance``, ``forced_tokens``, ``clone``,
+  ``take_state``, ``must_stop``, ``interventions``.
+"""
+
+from kvgate.core.fence.build import build_request_fence
+from kvgate.core.fence.errors import FenceError, FenceRequestError
+from kvgate.core.fence.request import RequestFence
+from kvgate.core.fence.tokens import TokenizerInfo, tokenizer_info
+
+__all__ = ["build_request_fence", "tokenizer_info", "RequestFence", "TokenizerInfo", "FenceError",
+           "FenceRequestError"]

@@ -1,0 +1,73 @@
+"""The grammar-backend plugin interface and how a fence finds its backend.
+
+A backend is contributed through the ``register_grammar_backends`` hook:
+``register(name, build_backend)`` where ``build_backend(tokenizer_info)`` returns a
+:class:`GrammarBackend`. The built-in one is ``llguidance`` (:mod:`kvgate.plugins.grammar_llguidance`);
+``[fence] backend`` in the config picks another. A backend compiles the neutral grammar of
+:mod:`kvgate.core.fence.grammar` into matchers: one per request, advanced token by token.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.grammar import Node
+from kvgate.core.fence.tokens import TokenizerInfo
+
+
+class Matcher(Protocol):
+    """One request's grammar state. Bit ``i`` of a mask word set means token ``i`` is allowed."""
+
+    def fill_mask(self, bitmask: np.ndarray) -> None:
+        """Write the allowed set into ``bitmask`` (int32, ``ceil(vocab / 32)`` words)."""
+
+    def consume(self, token: int) -> bool:
+        """Advance by one token; False (and the matcher unusable) when the token is not allowed."""
+
+    def allows(self, tokens: list[int]) -> int:
+        """How many of ``tokens``, in order, the grammar accepts from here (state unchanged)."""
+
+    def rollback(self, count: int) -> None:
+        """Undo the last ``count`` consumed tokens."""
+
+    def copy(self) -> "Matcher":
+        """An independent copy (for draft checking)."""
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next, in order (may be empty)."""
+
+    def is_accepting(self) -> bool:
+        """The output may end here."""
+
+    def is_stopped(self) -> bool:
+        """Nothing may follow but the end of the output."""
+
+    def error(self) -> str:
+        """Why the matcher failed, or ''."""
+
+
+class GrammarBackend(Protocol):
+    name: str
+
+    def matcher(self, grammar: Node) -> Matcher:
+        """A fresh matcher for ``grammar``; raises FenceRequestError when it cannot compile."""
+
+
+def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
+    """The backend ``name`` for this tokenizer, built once and cached on ``info``."""
+    with info.lock:
+        backend = info.backends.get(name)
+        if backend is None:
+            from kvgate.core.plugins import collect
+
+            registry = collect(pm, "register_grammar_backends", "grammar backend")
+            if name not in registry:
+                known = ", ".join(registry.names()) or "none"
+                raise FenceError(f"no grammar backend named {name!r} (registered: {known}); "
+                                 f"set [fence] backend or enable the plugin")
+            backend = registry.get(name)(info)
+            info.backends[name] = backend
+        return backend

@@ -1,0 +1,66 @@
+"""Composing one request's fence: plan -> dialect grammar -> backend matcher, plus guards."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from kvgate.core.config import Config
+from kvgate.core.fence.backend import grammar_backend
+from kvgate.core.fence.closing import Closer
+from kvgate.core.fence.grammar import literals_in
+from kvgate.core.fence.grammars import grammar_for
+from kvgate.core.fence.guards import GuardSetup, build_guards
+from kvgate.core.fence.plan import plan_for
+from kvgate.core.fence.request import RequestFence
+from kvgate.core.fence.tokens import TokenizerInfo
+from kvgate.core.types import ChatRequest
+
+CLOSING_LITERAL_KEYS = ("value_close", "param_close", "call_close", "invoke_close", "block_close")
+
+
+def closing_literals(dialect: Any) -> list[str]:
+    literals = getattr(dialect, "literals", {}) or {}
+    return [literals[key] for key in CLOSING_LITERAL_KEYS if literals.get(key)]
+
+
+def closer_for(info: TokenizerInfo, dialect: Any) -> Closer:
+    key = ("closer",) + tuple(closing_literals(dialect))
+    with info.lock:
+        closer = info.backends.get(key)
+    if closer is None:
+        closer = Closer(info, list(key[1:]))
+        with info.lock:
+            info.backends[key] = closer
+    return closer
+
+
+def verify_dialect(info: TokenizerInfo, dialect: Any) -> None:
+    literals = getattr(dialect, "literals", {}) or {}
+    info.verify_literals(f"dialect {getattr(dialect, 'name', '?')!r}", literals.values())
+
+
+def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: TokenizerInfo, config: Config,
+                        pm, *, start_in: str = "content") -> Optional[RequestFence]:
+    """The fence of one request, or None when nothing constrains it (and guards are off).
+
+    ``start_in`` says where the completion starts for the dialect's parser ("content",
+    "reasoning", "after_reasoning"). Raises FenceError for an incompatible tokenizer and
+    FenceRequestError for a constraint that cannot compile.
+    """
+    plan = plan_for(request, start_in)
+    matcher = closer = None
+    if config.fence.enabled and plan.constrains:
+        verify_dialect(tokenizer_info, dialect)
+        grammar = grammar_for(dialect, plan)
+        tokenizer_info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
+        matcher = grammar_backend(pm, config.fence.backend, tokenizer_info).matcher(grammar)
+        closer = closer_for(tokenizer_info, dialect)
+    guards = []
+    if config.guard.enabled:
+        literals = getattr(dialect, "literals", {}) or {}
+        setup = GuardSetup(config.guard, tokenizer_info, literals.get("think_open", ""),
+                           literals.get("think_close", ""), start_in == "reasoning")
+        guards = build_guards(pm, setup)
+    if matcher is None and not guards:
+        return None
+    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids)

@@ -1,0 +1,51 @@
+"""Generation guards: per-request state machines composed into the request fence.
+
+A guard is contributed through the ``register_generation_guards`` hook:
+``register(name, build_guard)``; ``build_guard(setup)`` receives a :class:`GuardSetup` (the
+``[guard]`` config plus what the request's dialect and tokenizer say about reasoning) and returns
+a fresh object with this interface:
+
+* ``banned() -> list[int]``: tokens to exclude before the next sample (the looping successor);
+* ``forced() -> list[int]``: tokens the guard forces next (e.g. the end of reasoning), or [];
+* ``advance(token)``: after a token is chosen;
+* ``clone()``: an independent copy (draft checking).
+
+The fence applies bans only when something stays allowed, and counts an intervention for each
+position where a guard actually removed or forced a token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+from kvgate.core.config import GuardConfig
+from kvgate.core.fence.tokens import TokenizerInfo
+
+
+@attrs.frozen
+class GuardSetup:
+    config: GuardConfig
+    info: TokenizerInfo
+    think_open: str = ""
+    think_close: str = ""
+    in_reasoning: bool = False  # the completion starts inside a reasoning block
+
+
+class Guard(Protocol):
+    def banned(self) -> list[int]: ...
+
+    def forced(self) -> list[int]: ...
+
+    def advance(self, token: int) -> None: ...
+
+    def clone(self) -> "Guard": ...
+
+
+def build_guards(pm, setup: GuardSetup) -> list[Any]:
+    """One fresh instance of every registered guard (disabled plugins are not loaded at all)."""
+    from kvgate.core.plugins import collect
+
+    registry = collect(pm, "register_generation_guards", "generation guard")
+    return [registry.get(name)(setup) for name in registry.names()]

@@ -1,0 +1,143 @@
+"""Neutral grammar -> llguidance's Lark dialect (``%json``, lazy lexemes, ``&``/``~`` terminals,
+parametric rules for any-order fields).
+
+JSON values get compact-canonical separators (``", "`` and ``": "``, no free whitespace), the bytes
+``json.dumps`` writes. Literals that contain a special token's text reference that token by id.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.grammar import Alt, AnyOrder, FreeText, Json, Lit, Node, Repeat, Seq, TextThen
+
+JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+MAX_ANY_ORDER_FIELDS = 60
+_REGEX_SPECIAL = set("\\.+*?()|[]{}^$#&-~/")
+_REGEX_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def rx_escape(text: str) -> str:
+    return "".join(_REGEX_NAMED.get(c) or ("\\" + c if c in _REGEX_SPECIAL else c) for c in text)
+
+
+def lark_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+class LarkWriter:
+    def __init__(self, special_texts: dict[str, int]):
+        self.specials = {text: i for text, i in special_texts.items() if text}
+        self.rules: list[str] = []
+        self.count = 0
+
+    def grammar(self, root: Node) -> str:
+        start = self.expr(root)
+        return "\n".join(["%llguidance {}", f"start: {start}"] + self.rules) + "\n"
+
+    def fresh(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def expr(self, node: Node) -> str:
+        if isinstance(node, Lit):
+            return self.literal(node.text)
+        if isinstance(node, Seq):
+            return " ".join(self.expr(item) for item in node.items) or '""'
+        if isinstance(node, Alt):
+            return "(" + " | ".join(self.expr(option) for option in node.options) + ")"
+        if isinstance(node, Repeat):
+            return self.repeat(node)
+        if isinstance(node, Json):
+            return self.json(node)
+        if isinstance(node, FreeText):
+            return self.terminal(self.free_text(node.excludes))
+        if isinstance(node, TextThen):
+            return self.text_then(node)
+        if isinstance(node, AnyOrder):
+            return self.any_order(node)
+        raise FenceError(f"grammar node {type(node).__name__} is not supported by the lark writer")
+
+    def literal(self, text: str) -> str:
+        """A string literal, with special-token texts inside it referenced as tokens."""
+        parts, rest = [], text
+        while rest:
+            hits = [(rest.find(s), s) for s in self.specials if s in rest]
+            if not hits:
+                parts.append(lark_string(rest))
+                break
+            pos, special = min(hits, key=lambda h: (h[0], -len(h[1])))
+            if pos:
+                parts.append(lark_string(rest[:pos]))
+            parts.append(f"<[{self.specials[special]}]>")
+            rest = rest[pos + len(special):]
+        return " ".join(parts) or '""'
+
+    def rule(self, body: str, options: str = "") -> str:
+        name = self.fresh("r")
+        self.rules.append(f"{name}{options}: {body}")
+        return name
+
+    def terminal(self, body: str) -> str:
+        name = self.fresh("T")
+        self.rules.append(f"{name}: {body}")
+        return name
+
+    def repeat(self, node: Repeat) -> str:
+        item = self.rule(self.expr(node.item))
+        if node.high is None:
+            return f"{item}*" if node.low == 0 else (f"{item}+" if node.low == 1 else f"{item}{{{node.low},}}")
+        if node.high == 0:
+            return '""'
+        return f"{item}{{{node.low},{node.high}}}"
+
+    def json(self, node: Json) -> str:
+        schema = node.schema
+        if not isinstance(schema, dict):
+            schema = {} if schema is True else schema
+        schema = dict(schema)
+        schema["x-guidance"] = dict(JSON_STYLE)
+        return self.rule("%json " + json.dumps(schema, ensure_ascii=False))
+
+    def free_text(self, excludes: tuple[str, ...]) -> str:
+        texts = [e for e in dict.fromkeys(excludes) if e]
+        if not texts:
+            return "/(?s:.*)/"
+        banned = "|".join(rx_escape(t) for t in texts)
+        return f"/(?s:.*)/ & ~/(?s:.*)({banned})(?s:.*)/"
+
+    def text_then(self, node: TextThen) -> str:
+        if any(s in node.end for s in self.specials):
+            raise FenceError(f"trigger {node.end!r} contains a special token; a lazy text trigger "
+                             f"must be plain text for this backend")
+        free = self.free_text(node.excludes + (node.end,))
+        if node.lead:
+            head = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?"
+        else:
+            head = f"({free})?"
+        token = self.terminal(f"{head} {lark_string(node.end)}")
+        return self.rule(token, "[lazy]")
+
+    def any_order(self, node: AnyOrder) -> str:
+        fields = sorted(node.fields, key=lambda f: not f.required)
+        if len(fields) > MAX_ANY_ORDER_FIELDS:  # too many for one 64-bit parameter: keep the order given
+            return " ".join(self.expr(f.body) if f.required else f"({self.expr(f.body)})?" for f in node.fields)
+        required = sum(1 for f in fields if f.required)
+        name = self.fresh("p")
+        count = len(fields)
+        if required:
+            lines = [f'""  %if is_ones([0:{required}])']
+        elif node.empty:
+            lines = [f'""  %if bit_count_gt([0:{count}], 0)', f"{self.literal(node.empty)}  %if is_zeros([0:{count}])"]
+        else:
+            lines = ['""  %if true']
+        for bit, field in enumerate(fields):
+            body = self.rule(self.expr(field.body))
+            lines.append(f"{body} {name}::set_bit({bit})  %if bit_clear({bit})")
+        self.rules.append(f"{name}::_ : " + "\n    | ".join(lines))
+        return f"{name}::0x0"
+
+
+def to_lark(root: Node, special_texts: dict[str, int]) -> str:
+    return LarkWriter(special_texts).grammar(root)

@@ -1,0 +1,128 @@
+"""The per-request token fence: grammar matcher + narrowing guards + budget closing.
+
+The engine calls, per decode position: ``set_budget(remaining)``, ``apply(logits)`` (in place:
+disallowed tokens -> -inf), samples, then ``advance(token)``. Every path (ordinary decode, every
+batch row, draft proposal and speculative verification) uses this same state; drafts are checked
+on a ``clone()`` and the real fence then takes the clone's state for the accepted prefix
+(``take_state``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from kvgate.core.fence.closing import Closer
+from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.mask import bitmask_words, narrow, only, unpack, write_mask
+
+CLOSE_HORIZON = 48  # start planning a closing path this many tokens before the budget ends
+CLOSE_SLACK = 4  # force the closing path once the budget is this close to its length
+
+
+class RequestFence:
+    def __init__(self, vocab: int, matcher: Any = None, guards: Optional[list] = None,
+                 closer: Optional[Closer] = None, stop_ids: tuple[int, ...] = ()):
+        self.vocab = vocab
+        self.matcher = matcher
+        self.guards = list(guards or [])
+        self.closer = closer
+        self.stop_ids = stop_ids
+        self.budget: Optional[int] = None
+        self.position = 0
+        self._interventions = 0
+        self._intervened_at = -1
+        self._closing: list[int] = []
+        self._bits = np.zeros(bitmask_words(vocab), dtype=np.int32)
+
+    # ---- the engine's interface
+
+    def set_budget(self, remaining_tokens: int) -> None:
+        self.budget = int(remaining_tokens)
+
+    def apply(self, logits: torch.Tensor) -> None:
+        write_mask(logits, self.allowed())
+
+    def advance(self, token: int) -> None:
+        if self.matcher is not None and not self.matcher.consume(int(token)):
+            raise FenceError(f"token {token} was chosen outside the fence ({self.matcher.error() or 'not allowed'})")
+        for guard in self.guards:
+            guard.advance(int(token))
+        if self._closing:
+            self._closing = self._closing[1:] if self._closing[0] == token else []
+        if self._intervened_at == self.position:
+            self._interventions += 1
+        self.position += 1
+
+    def forced_tokens(self) -> list[int]:
+        if self.matcher is None:
+            return []
+        if self._closing:
+            return list(self._closing)
+        forced = self.matcher.forced_tokens()
+        return forced[: self.budget] if self.budget is not None else forced
+
+    def clone(self) -> "RequestFence":
+        twin = copy.copy(self)
+        twin.matcher = self.matcher.copy() if self.matcher is not None else None
+        twin.guards = [guard.clone() for guard in self.guards]
+        twin._closing = list(self._closing)
+        twin._bits = np.zeros_like(self._bits)
+        return twin
+
+    def take_state(self, other: "RequestFence") -> None:
+        """Become ``other`` (a clone advanced by the accepted draft); ``other`` is consumed."""
+        self.__dict__.update(other.__dict__)
+
+    @property
+    def must_stop(self) -> bool:
+        return self.matcher is not None and self.matcher.is_stopped()
+
+    @property
+    def interventions(self) -> int:
+        return self._interventions
+
+    # ---- the allowed set
+
+    def allows(self, token: int) -> bool:
+        mask = self.allowed()
+        return mask is None or (0 <= token < mask.shape[0] and bool(mask[token]))
+
+    def allowed(self) -> Optional[np.ndarray]:
+        """The allowed set at this position (None: every token)."""
+        mask = None
+        if self.matcher is not None:
+            self.matcher.fill_mask(self._bits)
+            mask = unpack(self._bits, self.vocab)
+        closing = self._closing_token(mask)
+        if closing is not None:
+            return only(closing, self.vocab)
+        return self._guarded(mask)
+
+    def _guarded(self, mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
+        for guard in self.guards:
+            forced = guard.forced()
+            if forced and (mask is None or mask[forced[0]]):
+                self._intervened_at = self.position
+                return only(forced[0], self.vocab)
+        for guard in self.guards:
+            mask, removed = narrow(mask, guard.banned(), self.vocab)
+            if removed:
+                self._intervened_at = self.position
+        return mask
+
+    def _closing_token(self, mask: Optional[np.ndarray]) -> Optional[int]:
+        if self.matcher is None or self.closer is None or self.budget is None:
+            return None
+        if self._closing:
+            return self._closing[0]
+        if self.budget > CLOSE_HORIZON or self.matcher.is_accepting():
+            return None
+        path = self.closer.path(self.matcher)
+        if path is None or self.budget > len(path) + CLOSE_SLACK:
+            return None
+        self._closing = path
+        return path[0] if path else None

@@ -1,0 +1,103 @@
+"""The built-in grammar backend: llguidance (Earley parser over a derivative-based lexer).
+
+Grammars are written as llguidance Lark (see :mod:`kvgate.core.fence.lark`), compiled once per
+distinct grammar text and kept as a template matcher; each request gets a ``deep_copy`` of it
+(microseconds, where compiling takes milliseconds). Masks are computed straight into the fence's
+bitmask buffer; rollback and copy serve speculative decoding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import llguidance
+import numpy as np
+
+from kvgate.core.fence.errors import FenceError, FenceRequestError
+from kvgate.core.fence.grammar import Node
+from kvgate.core.fence.lark import to_lark
+from kvgate.core.fence.tokens import TokenizerInfo
+from kvgate.core.hookspecs import hookimpl
+
+TEMPLATE_CACHE_SIZE = 128
+
+
+class LlgMatcher:
+    """:class:`kvgate.core.fence.backend.Matcher` over an ``llguidance.LLMatcher``."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: llguidance.LLMatcher):
+        self.inner = inner
+
+    def fill_mask(self, bitmask: np.ndarray) -> None:
+        self.inner.unsafe_compute_mask_ptr(bitmask.ctypes.data, bitmask.nbytes)
+
+    def consume(self, token: int) -> bool:
+        return self.inner.consume_token(token)
+
+    def allows(self, tokens: list[int]) -> int:
+        return self.inner.validate_tokens(tokens)
+
+    def rollback(self, count: int) -> None:
+        if count and not self.inner.rollback(count):
+            raise FenceError(f"grammar rollback of {count} tokens failed: {self.inner.get_error()}")
+
+    def copy(self) -> "LlgMatcher":
+        return LlgMatcher(self.inner.deep_copy())
+
+    def forced_tokens(self) -> list[int]:
+        return self.inner.compute_ff_tokens()
+
+    def is_accepting(self) -> bool:
+        return self.inner.is_accepting()
+
+    def is_stopped(self) -> bool:
+        return self.inner.is_stopped()
+
+    def error(self) -> str:
+        return self.inner.get_error()
+
+
+class LlgBackend:
+    name = "llguidance"
+
+    def __init__(self, info: TokenizerInfo):
+        self.info = info
+        try:
+            self.tokenizer = llguidance.LLTokenizer(info.tokenizer.to_str(), eos_token=list(info.eos_ids) or None)
+        except Exception as exc:  # llguidance reports unsupported tokenizers as plain exceptions
+            raise FenceError(f"llguidance cannot use this tokenizer: {exc}") from None
+        self.templates: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def lark(self, grammar: Node) -> str:
+        return to_lark(grammar, self.info.special_texts)
+
+    def matcher(self, grammar: Node) -> LlgMatcher:
+        text = self.lark(grammar)
+        with self.lock:
+            template = self.templates.get(text)
+            if template is not None:
+                self.templates.move_to_end(text)
+                return LlgMatcher(template.deep_copy())
+        template = self.compile(text)
+        with self.lock:
+            self.templates[text] = template
+            while len(self.templates) > TEMPLATE_CACHE_SIZE:
+                self.templates.popitem(last=False)
+        return LlgMatcher(template.deep_copy())
+
+    def compile(self, text: str) -> llguidance.LLMatcher:
+        compiled = llguidance.LLMatcher.grammar_from_lark(text)
+        matcher = llguidance.LLMatcher(self.tokenizer, compiled, log_level=0)
+        if matcher.is_error():
+            raise FenceRequestError(f"the requested constraint cannot be compiled: {matcher.get_error()}",
+                                    param="tools")
+        return matcher
+
+
+@hookimpl
+def register_grammar_backends(register):
+    register("llguidance", LlgBackend)

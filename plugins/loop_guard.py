@@ -1,0 +1,117 @@
+"""Loop guard: stops a generation from repeating itself.
+
+Detects, on the tokens chosen so far:
+
+* one token repeated ``max_token_repeats`` times in a row -> that token is excluded next;
+* a pattern of period ``2..max_pattern_period`` about to complete its ``min_pattern_repeats``-th
+  repetition -> the token that would complete it is excluded (periods that are multiples of a
+  shorter detected period are left to the shorter one);
+* a restart of the reasoning: inside reasoning, the opening tokens of the reasoning recur ->
+  the end of reasoning is forced; after reasoning closed, re-opening it is excluded.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from kvgate.core.hookspecs import hookimpl
+
+RESTART_WINDOW = 16  # tokens: the opening of the reasoning that must not recur
+
+
+class LoopGuard:
+    def __init__(self, setup):
+        config = setup.config
+        self.max_repeats = config.max_token_repeats
+        self.max_period = config.max_pattern_period
+        self.min_repeats = config.min_pattern_repeats
+        self.info = setup.info
+        self.open_bytes = setup.think_open.encode("utf-8")
+        self.close_bytes = setup.think_close.encode("utf-8")
+        self.close_tokens = setup.info.encode(setup.think_close) if setup.think_close else []
+        self.in_reasoning = setup.in_reasoning and bool(self.close_tokens)
+        self.tokens: list[int] = []
+        self.runs = [0] * (self.max_period + 1)  # runs[p]: trailing positions with t[i] == t[i - p]
+        self.tail = b""
+        self.opening: list[int] = []
+        self.queue: list[int] = []
+
+    def clone(self) -> "LoopGuard":
+        twin = copy.copy(self)
+        twin.tokens, twin.runs, twin.opening, twin.queue = (
+            list(self.tokens), list(self.runs), list(self.opening), list(self.queue))
+        return twin
+
+    # ---- state
+
+    def advance(self, token: int) -> None:
+        tokens = self.tokens
+        for period in range(1, self.max_period + 1):
+            same = len(tokens) >= period and tokens[-period] == token
+            self.runs[period] = self.runs[period] + 1 if same else 0
+        tokens.append(token)
+        if self.queue and self.queue[0] == token:
+            self.queue.pop(0)
+        self._track_reasoning(token)
+
+    def _track_reasoning(self, token: int) -> None:
+        if not self.close_bytes:
+            return
+        piece = self.info.token_bytes()[token] if 0 <= token < self.info.vocab_size else b""
+        keep = max(len(self.open_bytes), len(self.close_bytes))
+        self.tail = (self.tail + piece)[-keep:]
+        if self.in_reasoning:
+            if len(self.opening) < RESTART_WINDOW:
+                self.opening.append(token)
+            if self.tail.endswith(self.close_bytes):
+                self.in_reasoning, self.queue = False, []
+        elif self.open_bytes and self.tail.endswith(self.open_bytes):
+            self.in_reasoning, self.opening = True, []
+
+    # ---- decisions
+
+    def banned(self) -> list[int]:
+        tokens = self.tokens
+        out: list[int] = []
+        if tokens and self.runs[1] + 1 >= self.max_repeats - 1:
+            out.append(tokens[-1])
+        out += self._pattern_successor()
+        out += self._reopening()
+        return out
+
+    def _pattern_successor(self) -> list[int]:
+        tokens = self.tokens
+        for period in range(2, min(self.max_period, len(tokens)) + 1):
+            covered = self.runs[period] + period
+            if covered < period * self.min_repeats - 1:
+                continue
+            if any(period % d == 0 and self.runs[d] + d >= covered for d in range(1, period)):
+                continue
+            return [tokens[-period]]
+        return []
+
+    def _reopening(self) -> list[int]:
+        """After reasoning closed, the token that would complete a new opening tag."""
+        if self.in_reasoning or not self.open_bytes or not self.close_bytes:
+            return []
+        pieces = self.info.token_bytes()
+        for size in range(1, len(self.open_bytes)):
+            if self.tail.endswith(self.open_bytes[:size]):
+                rest = self.open_bytes[size:]
+                return [t for t in self.info.encode(rest.decode("utf-8", "ignore"))[:1] if pieces[t] == rest]
+        return []
+
+    def forced(self) -> list[int]:
+        if self.queue:
+            return list(self.queue)
+        window = len(self.opening)
+        if (self.in_reasoning and window == RESTART_WINDOW and len(self.tokens) > 2 * window
+                and self.tokens[-window:] == self.opening):
+            self.queue = list(self.close_tokens)
+            return list(self.queue)
+        return []
+
+
+@hookimpl
+def register_generation_guards(register):
+    register("loop_guard", LoopGuard)

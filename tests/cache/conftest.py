@@ -1,0 +1,44 @@
+"""Fixtures of the cache tests: the real SmolLM2 runtime (fp32) and cache managers on tmp dirs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvgate.core.cache.build import build_device_tier, build_ssd_tier
+from kvgate.core.cache.manager import CacheManager
+from kvgate.core.config import config_from_dict
+
+
+@pytest.fixture(scope="session")
+def cache_runtime(request):
+    """The shared fp32 runtime when the suite provides one, else one loaded here."""
+    try:
+        return request.getfixturevalue("smollm2_runtime")
+    except pytest.FixtureLookupError:
+        from kvgate.core.config import EngineConfig, ModelConfig
+        from kvgate.models.loading import load_runtime, resolve_source
+
+        cache_dir = os.environ.get("KVGATE_TEST_MODEL_CACHE", os.path.expanduser("~/.cache/kvgate-test/models"))
+        return load_runtime(resolve_source(""), ModelConfig(dtype="fp32"), EngineConfig(), cache_dir)
+
+
+def small_pool_runtime(runtime, pool_tokens: int):
+    """A second runtime over the same weights with a KV pool of only ``pool_tokens`` tokens."""
+    from kvgate.models.llama import LlamaRuntime
+
+    return LlamaRuntime(runtime.arch, runtime.weights, runtime.info, runtime.tokenizer, runtime.chat_template,
+                        runtime.special_tokens, block_size=runtime.block_size, kv_pool_tokens=pool_tokens)
+
+
+def cache_config(tmp_path, **cache):
+    settings = {"chunk_tokens": 32, "almost_hit_min_tokens": 64, **cache}
+    return config_from_dict({"state_dir": str(tmp_path), "cache": settings, "engine": {"max_batch": 4}})
+
+
+def make_manager(config, runtime, registry=None, ssd=True) -> CacheManager:
+    tiers = {"device": build_device_tier(config, runtime)}
+    if ssd:
+        tiers["ssd"] = build_ssd_tier(config, runtime)
+    return CacheManager(config, runtime, tiers, registry)

@@ -1,0 +1,51 @@
+"""Running requests through a CacheManager the way the engine does, on the real runtime."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+NS = "ns-test"
+
+
+def text_tokens(runtime, text: str) -> list[int]:
+    return runtime.tokenizer.encode(text).ids
+
+
+def long_text(seed: int, words: int) -> str:
+    vocab = ["alpha", "kernel", "cache", "river", "stone", "matrix", "token", "agent", "shell", "graph", "orbit"]
+    return " ".join(vocab[(seed * 7 + i * i + i // 3) % len(vocab)] + str((i * seed) % 13) for i in range(words))
+
+
+def run_request(manager, runtime, tokens, cache_key=None, namespace=NS, output_tokens=3, load_on_thread=True):
+    """plan -> load (worker thread) -> attach -> prefill the rest -> greedy decode -> finish.
+
+    Returns (plan, logits after the prompt, tokens of the finished session)."""
+    plan = manager.plan(namespace, tokens, cache_key)
+    if plan.needs_load:
+        worker = threading.Thread(target=manager.load, args=(plan,))
+        worker.start()
+        worker.join()
+    session = manager.attach(plan)
+    assert session.tokens == tokens[:session.length] and session.length == plan.cached_tokens
+    logits = runtime.prefill(session, tokens[session.length:])
+    token = int(torch.argmax(logits))
+    for _ in range(output_tokens):
+        token = int(torch.argmax(runtime.decode([session], [token])[0]))
+    final = list(session.tokens)
+    manager.finish(namespace, session, cache_key)
+    return plan, logits, final
+
+
+def full_prefill_logits(runtime, tokens):
+    session = runtime.new_session()
+    try:
+        return runtime.prefill(session, tokens)
+    finally:
+        runtime.release(session)
+
+
+def assert_same_logits(actual, expected):
+    assert int(torch.argmax(actual)) == int(torch.argmax(expected))
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)

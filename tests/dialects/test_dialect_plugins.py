@@ -1,0 +1,36 @@
+"""The dialects and chat formats are found through the kvgate entry points, with their variants."""
+
+import pytest
+
+from kvgate.core.dialect import Dialect
+from kvgate.core.plugins import build_plugin_manager, collect
+from kvgate.core.types import ChatRequest, Message
+
+
+@pytest.fixture(scope="module")
+def registries():
+    pm = build_plugin_manager()
+    return collect(pm, "register_dialects", "dialect"), collect(pm, "register_chat_formats", "chat format")
+
+
+@pytest.mark.parametrize("name,variants", [("chatml_json", ["qwen3", "qwen25"]),
+                                           ("glm_xml", ["glm45", "glm46", "glm47"]),
+                                           ("deepseek_dsml", ["v32", "v4"])])
+def test_dialects_registered_with_variants(registries, name, variants):
+    factory = registries[0].get(name)
+    for variant in variants:
+        dialect = factory(variant=variant)
+        assert isinstance(dialect, Dialect) and dialect.name == name and dialect.trigger
+    with pytest.raises(ValueError, match="variant"):
+        factory(variant="nope")
+
+
+@pytest.mark.parametrize("name,dialect_name,start", [("glm45", "glm_xml", "<|user|>\nhi"),
+                                                     ("glm47", "glm_xml", "<|user|>hi"),
+                                                     ("deepseek_v32", "deepseek_dsml", "<｜User｜>hi"),
+                                                     ("deepseek_v4", "deepseek_dsml", "<｜User｜>hi")])
+def test_chat_formats_render(registries, name, dialect_name, start):
+    dialects, formats = registries
+    fmt = formats.get(name)(None, dialects.get(dialect_name)())
+    prompt = fmt.render(ChatRequest("m", [Message("user", "hi")]))
+    assert start in prompt and fmt.parser_start(ChatRequest("m", [])) in ("content", "reasoning", "after_reasoning")
