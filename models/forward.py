@@ -20,7 +20,7 @@ from kvgate.models.rope import Rotary, apply_rotary
 class LlamaForward:
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
-        self.split = [arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim, arch.kv_heads * arch.head_dim]
+        self.qk_width = (arch.heads + arch.kv_heads) * arch.head_dim
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
@@ -28,10 +28,10 @@ class LlamaForward:
     def _qkv(self, x: torch.Tensor, layer, cos: torch.Tensor, sin: torch.Tensor):
         """q [n, heads, dim], k and v [n, kv_heads, dim] for hidden states x [n, hidden]."""
         arch = self.arch
-        q, k, v = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias).split(self.split, -1)
-        q = apply_rotary(q.view(-1, arch.heads, arch.head_dim), cos, sin)
-        k = apply_rotary(k.view(-1, arch.kv_heads, arch.head_dim), cos, sin)
-        return q, k, v.view(-1, arch.kv_heads, arch.head_dim)
+        qkv = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
+        qk = apply_rotary(qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim), cos, sin)
+        v = qkv[:, self.qk_width:].view(-1, arch.kv_heads, arch.head_dim)
+        return qk[:, : arch.heads], qk[:, arch.heads:], v
 
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
         gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, -1)

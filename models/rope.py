@@ -52,18 +52,21 @@ class Rotary:
         freqs = torch.outer(steps, self.inv_freq)
         angles = torch.cat([freqs, freqs], dim=-1)
         self.cos = angles.cos().to(self.dtype).to(self.device)
-        self.sin = angles.sin().to(self.dtype).to(self.device)
+        # the sign of rotate_half is folded into the table: [-sin, +sin]
+        sin = angles.sin()
+        half = sin.shape[-1] // 2
+        self.sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1).to(self.dtype).to(self.device)
 
     def ensure(self, positions: int) -> None:
         if positions > self.cos.shape[0]:
             self._build(max(positions, 2 * self.cos.shape[0]))
 
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin for ``positions`` shaped [n, 1, dim] to broadcast over heads."""
+        """cos and signed sin for ``positions``, shaped [n, 1, dim] to broadcast over heads."""
         return self.cos[positions].unsqueeze(-2), self.sin[positions].unsqueeze(-2)
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """``x * cos + rotate_half(x) * sin`` with rotate_half's sign already in ``signed_sin``."""
+    swapped = x.unflatten(-1, (2, -1)).flip(-2).flatten(-2)
+    return x * cos + swapped * signed_sin

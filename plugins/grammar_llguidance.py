@@ -50,6 +50,9 @@ class LlgMatcher:
     def forced_tokens(self) -> list[int]:
         return self.inner.compute_ff_tokens()
 
+    def forced_bytes(self) -> bytes:
+        return self.inner.compute_ff_bytes()
+
     def is_accepting(self) -> bool:
         return self.inner.is_accepting()
 

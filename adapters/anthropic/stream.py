@@ -13,7 +13,8 @@ Wire order::
 
 ``input_json_delta`` fragments are forwarded while they remain a prefix of one JSON object; at
 the call's end the rest is sent, so the fragments always concatenate to the JSON of ``input``.
-A ``Finished(reason="error")`` becomes an ``error`` event instead of ``message_delta``.
+A ``Finished(reason="error")`` becomes an ``error`` event instead of ``message_delta``. The stop
+reason is ``tool_use`` whenever the message holds complete tool calls and no truncated one.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class MessageStream:
         self.index = -1
         self.open: Optional[str] = None  # "text" | "thinking" | "tool_use"
         self.tool: Optional[_ToolBlock] = None
-        self.saw_tool_use = False
+        self.completed_calls = 0
         self.started = self.finished = False
 
     def feed(self, event: Any) -> list[WireEvent]:
@@ -91,13 +92,14 @@ class MessageStream:
         return [("ping", {"type": "ping"})]
 
     def _finished(self, event: Finished) -> list[WireEvent]:
+        truncated_call = self.open == "tool_use" and self.tool is not None and not self.tool.complete
         out = self._close()
         self.finished = True
         if event.reason == "error":
             return out + [error_event("api_error", "Generation failed on the server.")]
         reason = STOP_REASONS.get(event.reason, "end_turn")
-        if self.saw_tool_use and reason == "end_turn":
-            reason = "tool_use"
+        if self.completed_calls and not truncated_call and reason in ("end_turn", "max_tokens"):
+            reason = "tool_use"  # complete calls are there to be run, even if output went on after them
         delta = {"stop_reason": reason, "stop_sequence": event.stop_sequence if reason == "stop_sequence" else None}
         out.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}))
         return out + [("message_stop", {"type": "message_stop"})]
@@ -142,7 +144,6 @@ class MessageStream:
         name = f"{event.namespace}__{event.name}" if event.namespace else event.name
         out = self._open("tool_use", {"type": "tool_use", "id": f"toolu_{event.id}", "name": name, "input": {}})
         self.tool = _ToolBlock(event.index)
-        self.saw_tool_use = True
         return out
 
     def _tool_args(self, event: ToolCallArgsDelta) -> list[WireEvent]:
@@ -162,6 +163,7 @@ class MessageStream:
         rest = remaining_arguments(tool.sent, event.arguments)
         out = [] if rest is None else self._json(rest)
         tool.complete = rest is not None
+        self.completed_calls += 1
         return out + self._close()
 
     def _json(self, text: str) -> list[WireEvent]:

@@ -3,12 +3,14 @@
 Errors before the first event (bad input, unknown model, context overflow, overload) are plain HTTP
 errors in OpenAI shape (the protocol router renders them); errors after the SSE headers went out
 become an in-stream ``data: {"error": ...}`` frame. Leaving the event iterator early (client gone)
-closes it, which cancels the request in the pipeline.
+closes it, which cancels the request in the pipeline; a non-streaming request watches the ASGI
+channel for ``http.disconnect`` while it waits, so an abandoned request is cancelled too.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+import asyncio
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from litestar import Request, Response, post
 
@@ -34,24 +36,43 @@ def chat_route(ctx):
         events = ctx.pipeline.stream(chat)
         if streaming:
             return await stream_response(events, meta)
-        return await complete(events, meta)
+        return await complete(events, meta, request.receive)
 
     return chat_completions
 
 
-async def complete(events: AsyncIterator, meta: ResponseMeta) -> Response:
+async def complete(events: AsyncIterator, meta: ResponseMeta, receive: Callable[[], Awaitable[dict]]) -> Response:
     collected = Collected(meta)
+    drain = asyncio.ensure_future(_drain(events, collected))
+    gone = asyncio.ensure_future(_client_gone(receive))
     try:
-        async for event in events:
-            collected.add(event)
+        await asyncio.wait({drain, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        gone.cancel()
+        if not drain.done():
+            drain.cancel()
+            await asyncio.gather(drain, return_exceptions=True)
         await events.aclose()
+    if drain.cancelled():
+        log.info("%s: client disconnected; request cancelled", meta.id)
+        return Response(b"", status_code=499)  # nginx's "client closed request"; nobody reads it
+    drain.result()
     finished = collected.finished
     if finished is None:
         raise KvgateError("Generation ended without a result.")
     if finished.reason == "error":
         raise KvgateError(generation_failed_message(merge_issues(collected.issues, finished)))
     return Response(completion_object(collected), media_type="application/json")
+
+
+async def _drain(events: AsyncIterator, collected: Collected) -> None:
+    async for event in events:
+        collected.add(event)
+
+
+async def _client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def stream_response(events: AsyncIterator, meta: ResponseMeta) -> Any:

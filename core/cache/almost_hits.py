@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from typing import Any, Sequence
 
@@ -22,6 +23,7 @@ class AlmostHits:
         self.tokenizer, self.min_tokens, self.min_ratio, self.counter = tokenizer, min_tokens, min_ratio, counter
         self.context_tokens = context_tokens
         self.items: collections.deque[dict] = collections.deque(maxlen=keep)
+        self.lock = threading.Lock()
 
     def qualifies(self, prompt: Sequence[int], stored: Sequence[int], fork: int) -> bool:
         inside = fork < len(stored) and fork < len(prompt)
@@ -36,7 +38,8 @@ class AlmostHits:
             "stored_after": self._decode(stored[fork:fork + ctx]),
             "prompt_after": self._decode(prompt[fork:fork + ctx]),
         }
-        self.items.append(item)
+        with self.lock:
+            self.items.append(item)
         self.counter.inc()
         log.info("prefix cache almost-hit (%s): forked at token %d of a stored sequence of %d; stored %r, prompt %r",
                  tier, fork, len(stored), item["stored_after"], item["prompt_after"])
@@ -49,4 +52,5 @@ class AlmostHits:
             return repr(list(ids))
 
     def recent(self) -> list[dict]:
-        return list(self.items)
+        with self.lock:
+            return list(self.items)

@@ -10,12 +10,12 @@ from typing import Any, Optional
 
 from kvgate.core.cache.namespace import chunk_keys
 from kvgate.core.cache.ssd_store import PendingSnapshot
-from kvgate.core.runtime import ModelRuntime, Session
+from kvgate.core.runtime import ModelRuntime, OutOfBlocks, Session
 
 
 def is_pool_exhausted(exc: BaseException) -> bool:
-    """The runtime ran out of blocks (``PoolExhausted`` of the runtime's block pool)."""
-    return any(cls.__name__ == "PoolExhausted" for cls in type(exc).__mro__)
+    """The runtime ran out of blocks (``OutOfBlocks``, or ``PoolExhausted`` of a block pool)."""
+    return isinstance(exc, OutOfBlocks) or any(cls.__name__ == "PoolExhausted" for cls in type(exc).__mro__)
 
 
 class Backups:

@@ -128,6 +128,6 @@ class DeviceTier:
         return self.resident_bytes() > self.budget_bytes or pool["blocks_free"] < self.reserve_blocks
 
     def stats(self) -> dict:
-        return {"entries": sum(t.size for t in self.tries.values()), "bytes": self.resident_bytes(),
+        return {"entries": sum(t.size for t in list(self.tries.values())), "bytes": self.resident_bytes(),
                 "budget_bytes": self.budget_bytes, "reserve_blocks": self.reserve_blocks,
                 "pool": dict(self.runtime.pool_stats())}

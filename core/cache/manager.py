@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from typing import Any, Mapping, Optional
 
@@ -43,6 +44,7 @@ class CacheManager:
         self.almost = AlmostHits(runtime.tokenizer, settings.almost_hit_min_tokens, settings.almost_hit_min_ratio,
                                  self.metrics.almost_hits)
         self.recent: collections.deque[dict] = collections.deque(maxlen=64)
+        self.recent_lock = threading.Lock()
 
     # --- lookup -----------------------------------------------------------------------------------
     def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str]) -> CachePlan:
@@ -130,8 +132,9 @@ class CacheManager:
             self.metrics.lookup_hits.labels(tier=plan.source).inc()
             self.metrics.prompt_tokens.labels(source=plan.source).inc(plan.cached_tokens)
         self.metrics.prompt_tokens.labels(source="computed").inc(len(plan.tokens) - plan.cached_tokens)
-        self.recent.append({"time": time.time(), "namespace": plan.namespace, "prompt_tokens": len(plan.tokens),
-                            "source": plan.source, "cached_tokens": plan.cached_tokens, "hit_type": plan.hit_type})
+        with self.recent_lock:
+            self.recent.append({"time": time.time(), "namespace": plan.namespace, "prompt_tokens": len(plan.tokens),
+                                "source": plan.source, "cached_tokens": plan.cached_tokens, "hit_type": plan.hit_type})
         return session
 
     def finish(self, namespace: str, session: Session, cache_key: Optional[str]) -> None:
@@ -191,11 +194,15 @@ class CacheManager:
         return {
             "enabled": self.settings.enabled,
             "almost_hits": self.almost.recent(),
-            "recent_lookups": list(self.recent),
+            "recent_lookups": self._recent(),
             "device": self.device.stats() if self.device is not None else None,
             "ssd": self.ssd.stats() if self.ssd is not None else None,
             "restore_pool": self.pool.stats(),
         }
+
+    def _recent(self) -> list[dict]:
+        with self.recent_lock:
+            return list(self.recent)
 
     def close(self) -> None:
         """Back up what is resident and not yet on SSD, flush the writer, close the store."""

@@ -59,6 +59,7 @@ def draft_for(seq: Sequence, max_draft: int, room: int) -> tuple[list[int], int]
     for token in forced:
         check.advance(token)
     for index in range(len(forced), len(draft)):
+        check.set_budget(seq.budget_left() - index)
         if draft[index] in seq.stop_token_ids or not check.allows(draft[index]):
             return draft[:index], len(forced)
         check.advance(draft[index])

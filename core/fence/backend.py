@@ -39,6 +39,10 @@ class Matcher(Protocol):
     def forced_tokens(self) -> list[int]:
         """Tokens the grammar forces next, in order (may be empty)."""
 
+    def forced_bytes(self) -> bytes:
+        """Bytes the grammar forces next (may reach past ``forced_tokens``, which holds back a
+        last token that a longer one could extend)."""
+
     def is_accepting(self) -> bool:
         """The output may end here."""
 

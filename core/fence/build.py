@@ -12,6 +12,7 @@ from kvgate.core.fence.grammars import grammar_for
 from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import plan_for
 from kvgate.core.fence.request import RequestFence
+from kvgate.core.fence.schema import properties
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.types import ChatRequest
 
@@ -48,13 +49,14 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     FenceRequestError for a constraint that cannot compile.
     """
     plan = plan_for(request, start_in)
-    matcher = closer = None
+    matcher = closer = prefer = None
     if config.fence.enabled and plan.constrains:
         verify_dialect(tokenizer_info, dialect)
         grammar = grammar_for(dialect, plan)
         tokenizer_info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
         matcher = grammar_backend(pm, config.fence.backend, tokenizer_info).matcher(grammar)
         closer = closer_for(tokenizer_info, dialect)
+        prefer = closer.preferred(required_names(plan.tools))
     guards = []
     if config.guard.enabled:
         literals = getattr(dialect, "literals", {}) or {}
@@ -63,4 +65,8 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         guards = build_guards(pm, setup)
     if matcher is None and not guards:
         return None
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids)
+    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids, prefer)
+
+
+def required_names(tools) -> list[str]:
+    return [name for tool in tools for name, _, required in properties(tool) if required]

@@ -17,7 +17,7 @@ import numpy as np
 from kvgate.core.fence.mask import bitmask_words, unpack
 from kvgate.core.fence.tokens import TokenizerInfo
 
-MAX_PATH = 96
+MAX_PATH = 256
 CLOSERS = set(b'"}]')
 SEPARATORS = set(b'"}],: \n')
 VALUES = {b"0", b"1", b"true", b"false", b"null", b'"', b"[", b"{", b"[]", b"{}", b'""'}
@@ -27,40 +27,76 @@ class Closer:
     """Finds closing paths for one tokenizer and one dialect's closing literals (stateless)."""
 
     def __init__(self, info: TokenizerInfo, closing_literals: list[str]):
+        self.info = info
         pieces = info.token_bytes()
         self.vocab = info.vocab_size
-        self.literal_tokens = [info.encode(text) for text in closing_literals if text]
+        self.literals = [text.encode("utf-8") for text in closing_literals if text]
+        self.encoded: dict[bytes, list[int]] = {}
         self.lengths = np.array([len(p) if i not in info.special_ids else 0 for i, p in enumerate(pieces)])
-        ranked = sorted(range(self.vocab), key=lambda i: -len(pieces[i]))
+        # a quote first (inside a JSON string only a quote makes progress), then longer tokens
+        ranked = sorted(range(self.vocab), key=lambda i: (not pieces[i].startswith(b'"'), -len(pieces[i])))
         real = [i for i in ranked if pieces[i] and i not in info.special_ids]
         self.closers = np.array([i for i in real if set(pieces[i]) <= CLOSERS], dtype=np.int64)
         self.separators = np.array([i for i in real if set(pieces[i]) <= SEPARATORS], dtype=np.int64)
         self.values = np.array([i for i in real if pieces[i] in VALUES], dtype=np.int64)
         self.bits = np.zeros(bitmask_words(self.vocab), dtype=np.int32)
 
-    def path(self, matcher, limit: int = MAX_PATH) -> Optional[list[int]]:
-        """Tokens that bring ``matcher`` (not changed) to an accepting state, or None."""
+    def preferred(self, names: list[str]) -> np.ndarray:
+        """Tokens that start spelling one of ``names`` (the required parameters): when the path
+        must add a member, it adds a required one."""
+        ids = set()
+        for name in names:
+            for spelled in (name, '"' + name):
+                for end in range(1, len(spelled) + 1):
+                    ids.update(self.info.encode(spelled[:end])[:1])
+        return np.array(sorted(ids), dtype=np.int64)
+
+    def path(self, matcher, limit: int = MAX_PATH, prefer: Optional[np.ndarray] = None,
+             tail: bytes = b"") -> Optional[list[int]]:
+        """Tokens that bring ``matcher`` (not changed) to an accepting state, or None.
+
+        ``tail`` is the end of the output so far (a closing tag may already be half written)."""
         state = matcher.copy()
         path: list[int] = []
+        pieces = self.info.token_bytes()
         while len(path) < limit:
             if state.is_accepting():
                 return path
-            step = state.forced_tokens() or self.choose(state)
+            step = state.forced_tokens() or self.choose(state, prefer, tail)
             if not step:
                 return None
             for token in step:
                 if not state.consume(token):
                     return None
                 path.append(token)
+                tail = (tail + pieces[token])[-64:]
         return None
 
-    def choose(self, state) -> list[int]:
-        for tokens in self.literal_tokens:
-            if state.allows(tokens) == len(tokens):
+    def encode(self, data: bytes) -> list[int]:
+        if data not in self.encoded:
+            self.encoded[data] = self.info.encode(data.decode("utf-8", "ignore"))
+        return self.encoded[data]
+
+    def remainders(self, tail: bytes) -> list[bytes]:
+        """What is left to write of each closing literal, longest written part first."""
+        out = []
+        for literal in self.literals:
+            for done in range(len(literal) - 1, -1, -1):
+                if tail.endswith(literal[:done]):
+                    out.append(literal[done:])
+                    break
+        return out
+
+    def choose(self, state, prefer: Optional[np.ndarray] = None, tail: bytes = b"") -> list[int]:
+        forced = state.forced_bytes()
+        for rest in self.remainders(tail) + ([forced] if forced else []):
+            tokens = self.encode(rest)
+            if tokens and state.allows(tokens) == len(tokens):
                 return tokens
         state.fill_mask(self.bits)
         allowed = unpack(self.bits, self.vocab)
-        for group in (self.closers, self.separators, self.values):
+        groups = (self.closers, self.separators, self.values) + ((prefer,) if prefer is not None else ())
+        for group in groups:
             hits = group[allowed[group]] if group.size else group
             if hits.size:
                 return [int(hits[0])]

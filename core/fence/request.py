@@ -19,23 +19,27 @@ from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.mask import bitmask_words, narrow, only, unpack, write_mask
 
-CLOSE_HORIZON = 48  # start planning a closing path this many tokens before the budget ends
-CLOSE_SLACK = 4  # force the closing path once the budget is this close to its length
+CLOSE_HORIZON = 48  # draft checks compute full masks within this many tokens of the budget's end
+CLOSE_SLACK = 2  # force the closing path once the budget is this close to its length
 
 
 class RequestFence:
     def __init__(self, vocab: int, matcher: Any = None, guards: Optional[list] = None,
-                 closer: Optional[Closer] = None, stop_ids: tuple[int, ...] = ()):
+                 closer: Optional[Closer] = None, stop_ids: tuple[int, ...] = (),
+                 prefer: Optional[np.ndarray] = None):
         self.vocab = vocab
         self.matcher = matcher
         self.guards = list(guards or [])
         self.closer = closer
         self.stop_ids = stop_ids
+        self.prefer = prefer  # tokens that start required parameter names (for closing paths)
         self.budget: Optional[int] = None
         self.position = 0
         self._interventions = 0
         self._intervened_at = -1
         self._closing: list[int] = []
+        self._tail = b""
+        self._next_check: Optional[int] = None  # budget at which to plan a closing path again  # the last bytes of the output (closing tags may be half written)
         self._bits = np.zeros(bitmask_words(vocab), dtype=np.int32)
 
     # ---- the engine's interface
@@ -47,12 +51,17 @@ class RequestFence:
         write_mask(logits, self.allowed())
 
     def advance(self, token: int) -> None:
-        if self.matcher is not None and not self.matcher.consume(int(token)):
+        if token in self.stop_ids and self.matcher is not None:
+            if not self.matcher.is_accepting():
+                raise FenceError(f"end-of-turn token {token} was chosen while a structure is open")
+        elif self.matcher is not None and not self.matcher.consume(int(token)):
             raise FenceError(f"token {token} was chosen outside the fence ({self.matcher.error() or 'not allowed'})")
         for guard in self.guards:
             guard.advance(int(token))
         if self._closing:
             self._closing = self._closing[1:] if self._closing[0] == token else []
+        if self.closer is not None and 0 <= token < self.vocab:
+            self._tail = (self._tail + self.closer.info.token_bytes()[token])[-64:]
         if self._intervened_at == self.position:
             self._interventions += 1
         self.position += 1
@@ -88,8 +97,23 @@ class RequestFence:
     # ---- the allowed set
 
     def allows(self, token: int) -> bool:
-        mask = self.allowed()
-        return mask is None or (0 <= token < mask.shape[0] and bool(mask[token]))
+        """Whether ``token`` may come next (cheap: no full mask unless the budget is nearly spent)."""
+        if not 0 <= token < self.vocab:
+            return False
+        if self._closing or (self.budget is not None and self.budget <= CLOSE_HORIZON):
+            mask = self.allowed()
+            return mask is None or bool(mask[token])
+        if self.matcher is not None:
+            ok = self.matcher.is_accepting() if token in self.stop_ids else self.matcher.allows([token]) == 1
+            if not ok:
+                return False
+        for guard in self.guards:
+            forced = guard.forced()
+            if forced:
+                return token == forced[0]
+            if token in guard.banned():
+                return False
+        return True
 
     def allowed(self) -> Optional[np.ndarray]:
         """The allowed set at this position (None: every token)."""
@@ -115,14 +139,23 @@ class RequestFence:
         return mask
 
     def _closing_token(self, mask: Optional[np.ndarray]) -> Optional[int]:
+        """The next token of a forced closing path, once the budget leaves no room for more.
+
+        Paths are computed at budgets that halve the gap to the last path's length, so a long
+        generation computes only a handful of them."""
         if self.matcher is None or self.closer is None or self.budget is None:
             return None
         if self._closing:
             return self._closing[0]
-        if self.budget > CLOSE_HORIZON or self.matcher.is_accepting():
+        if self.matcher.is_accepting() or (self._next_check is not None and self.budget > self._next_check):
             return None
-        path = self.closer.path(self.matcher)
-        if path is None or self.budget > len(path) + CLOSE_SLACK:
+        path = self.closer.path(self.matcher, prefer=self.prefer, tail=self._tail)
+        if path is None:
+            self._next_check = self.budget - CLOSE_SLACK
+            return None
+        gap = self.budget - len(path) - CLOSE_SLACK
+        if gap > 0:
+            self._next_check = len(path) + CLOSE_SLACK + gap // 2
             return None
         self._closing = path
         return path[0] if path else None

@@ -9,9 +9,11 @@ from hypothesis import given, settings, strategies as st
 
 from kvgate.adapters.anthropic.jsonprefix import JsonObjectPrefix
 
-scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                      max_leaves=8)
+scalars = (st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)
+           | st.floats(allow_nan=False, allow_infinity=False))
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8)
 objects = st.dictionaries(st.text(max_size=6), values, max_size=4)
 layouts = st.sampled_from([{}, {"separators": (",", ":")}, {"indent": 1}, {"ensure_ascii": False}])
 

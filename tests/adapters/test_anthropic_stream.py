@@ -97,9 +97,10 @@ def test_thinking_then_text_then_two_tools():
     assert folded["usage"] == sdk["usage"]
 
 
-def test_tool_stop_reason_even_when_engine_says_stop():
-    wire = render([Started(1), *tool_call(0, "f", ['{}']), finished("stop")])
-    assert sdk_fold(wire).stop_reason == "tool_use"
+def test_tool_stop_reason_even_when_engine_says_stop_or_length():
+    for reason in ("stop", "length"):
+        wire = render([Started(1), *tool_call(0, "f", ['{}']), TextDelta("more"), finished(reason)])
+        assert sdk_fold(wire).stop_reason == "tool_use"
 
 
 def test_stop_sequence_and_length_mapping():
@@ -132,10 +133,11 @@ def test_final_arguments_complete_what_deltas_left_out():
 
 
 def test_unfinished_tool_call_is_closed_at_finish():
-    wire = render([Started(1), ToolCallStart(0, "x", "f"), ToolCallArgsDelta(0, '{"a": [1, tr'),
-                   finished("length")])
+    wire = render([Started(1), *tool_call(0, "g", ['{}']), ToolCallStart(1, "x", "f"),
+                   ToolCallArgsDelta(1, '{"a": [1, tr'), finished("length")])
     assert_anthropic_wire(wire)
-    assert sdk_fold(wire).content[0].input == {"a": [1, True]}
+    message = sdk_fold(wire)
+    assert message.content[1].input == {"a": [1, True]} and message.stop_reason == "max_tokens"
 
 
 def test_parse_issue_and_empty_deltas_produce_no_blocks():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import openai
@@ -18,7 +19,8 @@ HELLO = [{"role": "user", "content": "Write a sentence about cats."}]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["gpt-*", "claude-test"]}}
+    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["gpt-*", "claude-test"]},
+                "engine": {"max_queue": 1}}  # one request at a time: a second concurrent one is refused
     with ServerProcess(tmp_path_factory.mktemp("openai_chat"), settings=settings) as proc:
         yield proc
 
@@ -138,6 +140,36 @@ def test_sdk_sees_param_on_bad_request(client):
     assert info.value.param == "max_tokens"
 
 
+STORY = [{"role": "user", "content": "Write a very long story about a dragon and a knight."}]
+
+
+def wait_until_admitted(url: str, since: float) -> float:
+    """Seconds until the one-request queue takes a request again."""
+    while httpx.post(url, json={"messages": HELLO, "max_tokens": 1}, timeout=60).status_code == 503:
+        assert time.monotonic() - since < 10, "an abandoned request still holds the queue"
+        time.sleep(0.1)
+    return time.monotonic() - since
+
+
+def test_full_queue_is_503_and_a_stream_disconnect_frees_it(server):
+    url = server.base_url + "/v1/chat/completions"
+    long_run = {"messages": STORY, "max_tokens": 400, "temperature": 0, "stream": True}
+    with httpx.stream("POST", url, json=long_run, timeout=60) as running:
+        assert next(line for line in running.iter_lines() if line.startswith("data: "))
+        busy = httpx.post(url, json={"messages": HELLO, "max_tokens": 2}, timeout=30)
+        closed_at = time.monotonic()
+    assert busy.status_code == 503 and int(busy.headers["retry-after"]) >= 1
+    assert busy.json()["error"]["code"] == "overloaded"
+    wait_until_admitted(url, closed_at)
+
+
+def test_non_streaming_disconnect_cancels_the_request(server):
+    url = server.base_url + "/v1/chat/completions"
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(url, json={"messages": STORY, "max_tokens": 400, "temperature": 0}, timeout=1.5)
+    wait_until_admitted(url, time.monotonic())
+
+
 def test_unknown_model_is_404(client):
     with pytest.raises(openai.NotFoundError) as info:
         client.chat.completions.create(model="no-such-model", messages=HELLO, max_tokens=2)
@@ -167,25 +199,51 @@ def test_models_routes(server, client):
     assert {m["type"] for m in anthropic["data"]} == {"model"} and anthropic["data"][1]["id"] == "claude-test"
 
 
-def test_tool_calls_render_consistently_in_both_modes(server, client):
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-    messages = [{"role": "user", "content": "What is the weather in Paris? Call get_weather."}]
-    body = {"model": "smollm2", "messages": messages, "tools": tools, "max_tokens": 32, "temperature": 0}
-    answer = client.chat.completions.create(**body)
-    chunks = raw_chunks(server, {**body, "stream": True})
-    message, finish = answer.choices[0].message, answer.choices[0].finish_reason
-    streamed_calls: dict[int, dict] = {}
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
+    "type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]}}}
+    for name, arg in (("get_weather", "city"), ("get_time", "tz"))]
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def streamed_tool_calls(chunks: list) -> list[tuple[str, str]]:
+    """(name, arguments) per call, asserting id/type/name come only in each call's first fragment."""
+    calls: dict[int, list] = {}
     for chunk in chunks:
         for fragment in chunk["choices"][0]["delta"].get("tool_calls", []):
-            first = fragment["index"] not in streamed_calls
+            first = fragment["index"] not in calls
             assert ("id" in fragment) == first and ("name" in fragment["function"]) == first
-            call = streamed_calls.setdefault(fragment["index"], {"name": fragment["function"].get("name"),
-                                                                  "arguments": ""})
-            call["arguments"] += fragment["function"].get("arguments", "")
-    calls = message.tool_calls or []
-    assert [(c.function.name, c.function.arguments) for c in calls] == [
-        (streamed_calls[i]["name"], streamed_calls[i]["arguments"]) for i in sorted(streamed_calls)]
-    assert all(c.id.startswith("call_") and c.type == "function" for c in calls)
-    assert finish in (("tool_calls", "length") if calls else ("stop", "length"))
-    assert chunks[-1]["choices"][0]["finish_reason"] == finish
+            assert ("type" in fragment) == first
+            call = calls.setdefault(fragment["index"], [fragment["function"].get("name"), ""])
+            call[1] += fragment["function"].get("arguments", "")
+    return [tuple(calls[i]) for i in sorted(calls)]
+
+
+def test_required_tool_call_in_both_modes(server, client):
+    body = {"model": "smollm2", "messages": WEATHER, "tools": TOOLS, "tool_choice": "required",
+            "parallel_tool_calls": False, "max_tokens": 40, "temperature": 0}
+    answer = client.chat.completions.create(**body)
+    message = answer.choices[0].message
+    assert answer.choices[0].finish_reason == "tool_calls" and message.content is None
+    assert len(message.tool_calls) == 1 and message.tool_calls[0].id.startswith("call_")
+    call = message.tool_calls[0]
+    assert call.type == "function" and call.function.name in ("get_weather", "get_time")
+    assert isinstance(json.loads(call.function.arguments), dict)
+    chunks = raw_chunks(server, {**body, "stream": True})
+    assert streamed_tool_calls(chunks) == [(call.function.name, call.function.arguments)]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    replay = WEATHER + [message.model_dump(exclude_none=True),
+                        {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+    follow = client.chat.completions.create(model="smollm2", messages=replay, tools=TOOLS, tool_choice="none",
+                                            max_tokens=4, temperature=0)
+    assert follow.choices[0].message.tool_calls is None and follow.choices[0].message.content
+
+
+def test_named_tool_choice_finishes_with_stop_through_sdk_stream_helper(client):
+    with client.chat.completions.stream(model="smollm2", messages=WEATHER, tools=TOOLS, max_tokens=40,
+                                        tool_choice={"type": "function", "function": {"name": "get_time"}},
+                                        temperature=0) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    assert choice.finish_reason == "stop"
+    assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
+    assert "tz" in json.loads(choice.message.tool_calls[0].function.arguments)

@@ -5,6 +5,7 @@ error frames that keep the socket open, and the open-connection limit."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import openai
@@ -107,3 +108,22 @@ def test_openai_sdk_websocket_connection(server):
                 break
     assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
     assert event.response.output_text
+
+
+def in_flight(server) -> int:
+    return httpx.get(server.base_url + "/health").json()["requests_in_flight"]
+
+
+@pytest.mark.parametrize("generate", [False, True])
+def test_a_client_that_leaves_cancels_its_request(server, generate):
+    """A long prefill (warm-up or generation) stops once the socket closes, not when it ends."""
+    with connect(ws_url(server)) as socket:
+        socket.send(json.dumps({"type": "response.create", **SHORT, "max_output_tokens": 400,
+                                "input": "story " * 6000, "generate": generate}))
+        assert json.loads(socket.recv(timeout=60))["type"] == "response.created"
+        assert in_flight(server) == 1
+    deadline = time.monotonic() + 5
+    while in_flight(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert in_flight(server) == 0
+    assert "client left; request cancelled" in server.log()

@@ -29,13 +29,25 @@ def run_request(manager, runtime, tokens, cache_key=None, namespace=NS, output_t
         worker.join()
     session = manager.attach(plan)
     assert session.tokens == tokens[:session.length] and session.length == plan.cached_tokens
-    logits = runtime.prefill(session, tokens[session.length:])
+    logits = prefill_with_reclaim(manager, runtime, session, tokens[session.length:])
     token = int(torch.argmax(logits))
     for _ in range(output_tokens):
         token = int(torch.argmax(runtime.decode([session], [token])[0]))
     final = list(session.tokens)
     manager.finish(namespace, session, cache_key)
     return plan, logits, final
+
+
+def prefill_with_reclaim(manager, runtime, session, tokens):
+    """Prefill as the engine does: when the pool is exhausted, reclaim cache state and retry once."""
+    try:
+        return runtime.prefill(session, tokens)
+    except Exception as exc:
+        if type(exc).__name__ != "PoolExhausted":
+            raise
+        needed = -(-(session.length + len(tokens)) // runtime.block_size) - len(session.block_table) + 1
+        manager.reclaim(needed)
+        return runtime.prefill(session, tokens)
 
 
 def full_prefill_logits(runtime, tokens):

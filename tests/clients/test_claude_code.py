@@ -21,6 +21,10 @@ pytestmark = pytest.mark.slow
 CLAUDE_CODE_VERSION = "2.1.197"
 CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "claude-code"
 SMOLLM2_CONTEXT = 8192  # SmolLM2-135M's trained context, the server's default limit
+MAX_OUTPUT_TOKENS = 128
+# Claude Code sends no temperature, so SmolLM2 samples at 1.0 and sometimes rambles past the output
+# limit on every continuation; only that outcome is retried.
+RAMBLED = f"exceeded the {MAX_OUTPUT_TOKENS} output token maximum"
 
 
 def installed_version(binary: Path) -> str:
@@ -53,12 +57,12 @@ def server(tmp_path_factory):
 
 def run_claude(claude_bin: Path, server, tmp_path: Path, *args: str) -> tuple[int, dict]:
     home, workdir = tmp_path / "home", tmp_path / "work"
-    home.mkdir()
+    home.mkdir(parents=True)
     workdir.mkdir()
     env = {"PATH": f"{claude_bin.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(home), "TERM": "dumb",
            "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "dummy",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-           "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "16"}
+           "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(MAX_OUTPUT_TOKENS)}
     result = subprocess.run([str(claude_bin), "-p", "Say hello", *args, "--model", "smollm2", "--output-format", "json"],
                             cwd=workdir, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert result.stdout.strip(), result.stderr
@@ -66,8 +70,11 @@ def run_claude(claude_bin: Path, server, tmp_path: Path, *args: str) -> tuple[in
 
 
 def test_bare_run_completes(claude_bin, server, tmp_path):
-    code, output = run_claude(claude_bin, server, tmp_path, "--bare")
-    assert code == 0, output
+    for attempt in range(3):
+        code, output = run_claude(claude_bin, server, tmp_path / str(attempt), "--bare")
+        if RAMBLED not in str(output.get("result")):
+            break
+    assert code == 0, (output, server.log()[-3000:])
     assert output["type"] == "result" and output["subtype"] == "success" and output["is_error"] is False
     assert isinstance(output["result"], str) and output["result"].strip()
     usage = output["usage"]
@@ -79,7 +86,7 @@ def test_bare_run_completes(claude_bin, server, tmp_path):
 
 def test_full_prompt_is_too_long_for_smollm2(claude_bin, server, tmp_path):
     code, output = run_claude(claude_bin, server, tmp_path)
-    assert code != 0 and output["is_error"] is True
+    assert code != 0 and output["is_error"] is True, (output, server.log()[-3000:])
     assert output["api_error_status"] == 400
     assert output["terminal_reason"] == "prompt_too_long"
     assert "Prompt is too long" in output["result"] and f"limit {SMOLLM2_CONTEXT}" in output["result"]

@@ -105,7 +105,7 @@ def test_answers_paris(request, fixture):
     session = runtime.new_session()
     try:
         first = runtime.prefill(session, runtime.tokenizer.encode(prompt).ids)
-        (answer,) = greedy(runtime, [session], first[None], steps=4)
+        (answer,) = greedy(runtime, [session], first[None], steps=10)
     finally:
         runtime.release(session)
     assert "Paris" in runtime.tokenizer.decode(answer)

@@ -1,0 +1,129 @@
+"""One Responses WebSocket connection: serial ``response.create`` requests, the memory of the last
+response, and cancellation of the running request when the client goes away.
+
+A reader task drains incoming frames into an inbox for the whole life of the socket, so a
+disconnect is noticed even during a long prefill (when nothing is being sent) and the work
+for it is cancelled instead of running on for nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any, Optional
+
+from litestar import WebSocket
+from litestar.exceptions import WebSocketDisconnect
+
+from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER
+from kvgate.adapters.responses.run import HEARTBEAT, begin, new_run, parse_call
+from kvgate.adapters.responses.store import ResponseStore, StoredResponse
+
+log = logging.getLogger("kvgate.responses")
+GONE = (WebSocketDisconnect, OSError)  # uvicorn raises ClientDisconnected (an OSError) on a send
+
+
+def error_frame(exc: KvgateError) -> dict[str, Any]:
+    return {"type": "error", "status": exc.status,
+            "error": {"type": exc.kind, "code": exc.code, "message": exc.message, "param": exc.param}}
+
+
+class Connection:
+    """One socket: serial ``response.create`` requests and the memory of the last response."""
+
+    def __init__(self, ctx: Any, store: ResponseStore, socket: WebSocket):
+        self.ctx, self.store, self.socket = ctx, store, socket
+        self.last: dict[str, StoredResponse] = {}
+        self.inbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
+        self.gone = asyncio.Event()
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self.socket.send_text(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
+
+    async def _read_frames(self) -> None:
+        try:
+            while True:
+                await self.inbox.put(await self.socket.receive_text())
+        except Exception:  # a disconnect, or a frame that cannot be read as text: the socket is done
+            self.gone.set()
+            await self.inbox.put(None)
+
+    async def serve(self) -> None:
+        reader = asyncio.create_task(self._read_frames())
+        try:
+            while (text := await self.inbox.get()) is not None:
+                if not await self._run_unless_gone(self._answer(text)):
+                    return
+        finally:
+            reader.cancel()
+
+    async def _run_unless_gone(self, work) -> bool:
+        """Run ``work``; if the client disconnects first, cancel it. False when the socket is gone."""
+        task, gone = asyncio.create_task(work), asyncio.create_task(self.gone.wait())
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not task.done():
+                task.cancel()
+                log.info("responses websocket: client left; request cancelled")
+            await asyncio.gather(task, return_exceptions=True)
+        return not task.cancelled() and task.exception() is None and task.result()
+
+    async def _answer(self, text: str) -> bool:
+        """Handle one frame; False when the client is gone (sending to it failed)."""
+        try:
+            try:
+                await self.handle(text)
+            except KvgateError as exc:
+                await self.send(error_frame(exc))
+            except GONE:
+                raise
+            except Exception:
+                log.exception("responses websocket: request failed")
+                await self.send(error_frame(KvgateError("Internal server error.")))
+        except GONE:
+            return False
+        return True
+
+    async def handle(self, text: str) -> None:
+        try:
+            frame = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidRequest(f"Frame is not valid JSON: {exc}") from None
+        if not isinstance(frame, dict):
+            raise InvalidRequest("Frame must be a JSON object.")
+        if frame.get("type") == "response.create":
+            body = {key: value for key, value in frame.items() if key != "type"}
+            await self.create(body)
+
+    async def create(self, body: dict[str, Any]) -> None:
+        call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
+                          local=self.last)
+        warm_up = body.get("generate") is False
+        log.info("responses websocket: %s, %d messages, previous_response_id %s",
+                 "warm-up" if warm_up else "response.create", len(call.chat.messages), call.previous_response_id)
+        if warm_up:
+            return await self.warm(call)
+        run = await begin(self.ctx, self.store, call, streaming=True)
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                if event is not HEARTBEAT:
+                    await self.send(event)
+        self.last = {run.record.response["id"]: run.record}
+
+    async def warm(self, call) -> None:
+        run = new_run(self.ctx, self.store, call)
+        for frame in run.renderer.start(in_progress=False):  # at once: the prefill may take a while
+            await self.send(frame)
+        try:
+            frames = run.renderer.complete_empty(await self.ctx.pipeline.warm(call.chat))
+        except ContextLengthExceeded as exc:
+            frames = run.renderer.fail(exc.code, exc.message)
+        for frame in frames:
+            await self.send(frame)
+        record = run.keep(with_output=False)
+        self.last = {record.response["id"]: record}

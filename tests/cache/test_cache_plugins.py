@@ -1,0 +1,47 @@
+"""The cache plugins: tiers, CLI and diagnostics route are entry points that build from the config."""
+
+from __future__ import annotations
+
+import click
+
+from kvgate.core.cache.build import build_cache_manager, build_tiers
+from kvgate.core.cache.device import DeviceTier
+from kvgate.core.cache.ssd_store import SsdStore
+from kvgate.core.cache.ssd_tier import SsdTier
+from kvgate.core.plugins import build_plugin_manager, collect
+from tests.cache.conftest import cache_config
+
+
+def test_entry_points_register_both_tiers_the_cli_and_the_route():
+    pm = build_plugin_manager()
+    tiers = collect(pm, "register_cache_tiers", "cache tier")
+    assert tiers.owners == {"device": "device_cache", "ssd": "ssd_cache"}
+    assert "cache_diagnostics" in collect(pm, "register_adapters", "adapter").names()
+    root = click.Group()
+    pm.hook.register_commands(cli=root)
+    assert set(root.commands["cache"].commands) == {"ls", "inspect", "diagnose", "clear"}
+
+
+def test_tiers_follow_the_config(tmp_path, cache_runtime):
+    pm = build_plugin_manager()
+    tiers = build_tiers(cache_config(tmp_path), cache_runtime, pm)
+    assert isinstance(tiers["device"], DeviceTier) and isinstance(tiers["ssd"], SsdTier)
+    assert tiers["ssd"].store.root == tmp_path / "ssd"
+    tiers["ssd"].close()
+    assert set(build_tiers(cache_config(tmp_path, ssd_enabled=False), cache_runtime, pm)) == {"device"}
+    assert build_tiers(cache_config(tmp_path, enabled=False), cache_runtime, pm) == {}
+    custom = cache_config(tmp_path, ssd_path=str(tmp_path / "elsewhere"))
+    other = build_tiers(custom, cache_runtime, pm)["ssd"]
+    assert other.store.root == tmp_path / "elsewhere"
+    other.close()
+    disabled = build_plugin_manager(disabled=["ssd_cache"])
+    assert set(build_tiers(cache_config(tmp_path), cache_runtime, disabled)) == {"device"}
+
+
+def test_a_store_in_use_by_another_process_disables_only_the_ssd_tier(tmp_path, cache_runtime, caplog):
+    holder = SsdStore(tmp_path / "ssd", chunk_tokens=32, capacity_bytes=10**9)
+    manager = build_cache_manager(cache_config(tmp_path), cache_runtime, build_plugin_manager())
+    assert manager.ssd is None and manager.device is not None
+    assert "in use by another process" in caplog.text
+    manager.close()
+    holder.close()

@@ -1,0 +1,89 @@
+"""Fence fixtures: the real SmolLM2 tokenizer (built from the embedded GGUF's metadata, no weights),
+the plugin manager with the installed plugins, and helpers that drive a fence token by token."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvgate.core.config import Config
+from kvgate.core.types import ChatRequest, Message, ResponseFormat, Tool, ToolChoice
+
+WEATHER = Tool("get_weather", "Weather forecast", {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer", "enum": [1, 3, 7]},
+                   "fields": {"type": "array", "items": {"type": "string"}}},
+    "required": ["city", "days"], "additionalProperties": False})
+CLOCK = Tool("get_time", "Current time", {"type": "object", "properties": {"tz": {"type": "string"}}})
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    from kvgate.models.embedded import embedded_gguf_path
+    from kvgate.models.gguf_loader import open_gguf, read_metadata
+    from kvgate.models.gguf_tokenizer import build_tokenizer
+
+    return build_tokenizer(read_metadata(open_gguf(embedded_gguf_path())))
+
+
+@pytest.fixture(scope="session")
+def smol_info(smol_tokenizer):
+    from kvgate.core.fence import tokenizer_info
+
+    return tokenizer_info(smol_tokenizer, [2])
+
+
+@pytest.fixture(scope="session")
+def pm():
+    from kvgate.core.plugins import build_plugin_manager
+
+    return build_plugin_manager()
+
+
+@pytest.fixture()
+def config():
+    return Config()
+
+
+def request(mode="auto", name=None, tools=(WEATHER, CLOCK), parallel=True, response=None) -> ChatRequest:
+    return ChatRequest(model="m", messages=[Message("user", "hi")], tools=list(tools),
+                       tool_choice=ToolChoice(mode, name), parallel_tool_calls=parallel,
+                       response_format=response or ResponseFormat())
+
+
+def args(**values) -> str:
+    return json.dumps(values)
+
+
+class Driver:
+    """Feeds text to a fence token by token (the tokenizer's own tokenization)."""
+
+    def __init__(self, fence, tokenizer):
+        self.fence, self.tokenizer = fence, tokenizer
+
+    def feed(self, text: str) -> int:
+        """How many tokens of ``text`` the fence allowed, advancing through them."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        for index, token in enumerate(ids):
+            if not self.fence.allows(token):
+                return index
+            self.fence.advance(token)
+        return len(ids)
+
+    def accepts(self, text: str) -> bool:
+        count = len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return self.feed(text) == count and self.ends()
+
+    def ends(self) -> bool:
+        return self.fence.allows(2)
+
+
+@pytest.fixture()
+def drive(smol_info, smol_tokenizer, pm, config):
+    from kvgate.core.fence import build_request_fence
+
+    def make(dialect, req, **kwargs):
+        return Driver(build_request_fence(req, dialect, smol_info, config, pm, **kwargs), smol_tokenizer)
+
+    return make

@@ -1,0 +1,61 @@
+"""The token budget: a fenced call must close before ``max_tokens`` runs out, even when the
+model would keep writing a string value forever (driven here by fixed logits that always prefer
+one word; guards off so only the budget logic acts)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvgate.core.fence import build_request_fence
+from kvgate.core.fence.check import check_calls
+from kvgate.dialects.chatml_json import ChatmlJson
+from kvgate.dialects.deepseek_dsml import DeepseekDsml
+from kvgate.dialects.glm_xml import GlmXml
+from tests.fence.conftest import CLOCK, WEATHER, request
+
+
+def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
+    logits = torch.zeros(tokenizer.get_vocab_size())
+    for token in tokenizer.encode(prefer, add_special_tokens=False).ids:
+        logits[token] = 10.0
+    logits[2] = -10.0  # the end of turn is the model's last choice
+    out: list[int] = []
+    for step in range(budget):
+        fence.set_budget(budget - step)
+        row = logits.clone()
+        fence.apply(row)
+        token = int(torch.argmax(row))
+        fence.advance(token)
+        if token == 2:
+            break
+        out.append(token)
+        if fence.must_stop:
+            break
+    return tokenizer.decode(out)
+
+
+@pytest.mark.parametrize("dialect", [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")], ids=lambda d: d.name)
+@pytest.mark.parametrize("spare", [0, 9, 40])
+def test_calls_close_within_the_budget(smol_info, smol_tokenizer, pm, config, dialect, spare):
+    """With ``spare`` tokens more than the shortest complete call, the call always completes."""
+    config.guard.enabled = False
+    fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm)
+    shortest = fence.closer.path(fence.matcher, prefer=fence.prefer)
+    budget = len(shortest) + spare
+    text = run_to_budget(fence, smol_tokenizer, " hello", budget)
+    verdict = check_calls(dialect, [WEATHER], text)
+    assert verdict.ok and len(verdict.calls) == 1, (text, verdict.problems)
+    assert len(smol_tokenizer.encode(text).ids) <= budget
+
+
+def test_without_a_budget_the_value_runs_on(smol_info, smol_tokenizer, pm, config):
+    config.guard.enabled = False
+    fence = build_request_fence(request("required", tools=(CLOCK,)), ChatmlJson(), smol_info, config, pm)
+    logits = torch.zeros(smol_tokenizer.get_vocab_size())
+    logits[smol_tokenizer.encode(" hello").ids[0]] = 10.0
+    for _ in range(40):  # no set_budget: nothing forces the string closed
+        row = logits.clone()
+        fence.apply(row)
+        fence.advance(int(torch.argmax(row)))
+    assert not fence.matcher.is_accepting()

@@ -1,0 +1,68 @@
+"""GLM XML and DeepSeek DSML fences: any parameter order, each at most once, required before the
+call closes, raw string values without markup, typed values as JSON, the trigger banned in none."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvgate.dialects.deepseek_dsml import DeepseekDsml
+from kvgate.dialects.glm_xml import GlmXml
+from tests.fence.conftest import args, request
+
+DIALECTS = [GlmXml("glm47"), GlmXml("glm45"), DeepseekDsml("v32"), DeepseekDsml("v4")]
+
+
+def calls_text(dialect, *calls: tuple[str, str]) -> str:
+    rendered = [dialect.render_tool_call(name, arguments) for name, arguments in calls]
+    if isinstance(dialect, DeepseekDsml):
+        lit = dialect.literals
+        return lit["block_open"] + "\n".join(rendered) + "\n" + lit["block_close"]
+    return "".join(dialect.sep + text for text in rendered)
+
+
+def rejected(driver, text: str) -> bool:
+    return driver.feed(text) < len(driver.tokenizer.encode(text).ids)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: f"{d.name}-{d.variant}")
+class TestTagDialects:
+    def test_any_order_is_accepted(self, drive, dialect):
+        text = calls_text(dialect, ("get_weather", '{"days": 3, "city": "Paris <b>", "fields": ["a"]}'))
+        assert drive(dialect, request("required")).accepts(text)
+
+    def test_parallel_calls(self, drive, dialect):
+        text = calls_text(dialect, ("get_weather", args(city="x", days=1)), ("get_time", args()))
+        assert drive(dialect, request("required")).accepts(text)
+        assert rejected(drive(dialect, request("required", parallel=False)), text)
+
+    def test_duplicate_parameter_is_rejected(self, drive, dialect):
+        text = calls_text(dialect, ("get_weather", '{"days": 3, "days": 1, "city": "x"}'))
+        assert rejected(drive(dialect, request("required")), text)
+
+    def test_missing_required_parameter_cannot_close(self, drive, dialect):
+        text = calls_text(dialect, ("get_weather", args(city="x")))
+        assert rejected(drive(dialect, request("required")), text)
+
+    def test_typed_values_follow_the_schema(self, drive, dialect):
+        text = calls_text(dialect, ("get_weather", '{"city": "x", "days": 2}'))
+        assert rejected(drive(dialect, request("required")), text)
+
+    def test_markup_cannot_open_inside_a_string_value(self, drive, dialect):
+        close = dialect.literals.get("call_close") or dialect.literals["invoke_close"]
+        text = calls_text(dialect, ("get_weather", args(city="a" + close, days=1)))
+        assert rejected(drive(dialect, request("required")), text)
+
+    def test_auto_text_or_call(self, drive, dialect):
+        assert drive(dialect, request("auto")).accepts("Just an answer.")
+        text = "Checking." + calls_text(dialect, ("get_time", args(tz="UTC")))
+        assert drive(dialect, request("auto")).accepts(text)
+
+    def test_none_bans_the_trigger(self, drive, dialect):
+        text = "Checking." + calls_text(dialect, ("get_time", args(tz="UTC")))
+        assert rejected(drive(dialect, request("none")), text)
+
+    def test_named_tool(self, drive, dialect):
+        text = calls_text(dialect, ("get_time", args(tz="UTC")))
+        assert drive(dialect, request("named", "get_time")).accepts(text)
+        other = calls_text(dialect, ("get_weather", args(city="x", days=1)))
+        assert rejected(drive(dialect, request("named", "get_time")), other)

@@ -1,0 +1,84 @@
+"""The loop guard (plugin ``loop_guard``), alone and composed into a request fence."""
+
+from __future__ import annotations
+
+import torch
+
+from kvgate.core.config import GuardConfig
+from kvgate.core.fence import build_request_fence
+from kvgate.core.fence.guards import GuardSetup
+from kvgate.dialects.chatml_json import ChatmlJson
+from kvgate.plugins.loop_guard import RESTART_WINDOW, LoopGuard
+from tests.fence.conftest import request
+
+
+def guard(info, **config) -> LoopGuard:
+    return LoopGuard(GuardSetup(GuardConfig(**config), info))
+
+
+def feed(g: LoopGuard, tokens) -> LoopGuard:
+    for token in tokens:
+        g.advance(token)
+    return g
+
+
+def test_repeated_token_is_banned_before_the_nth_repeat(smol_info):
+    g = feed(guard(smol_info, max_token_repeats=5), [7, 7, 7])
+    assert g.banned() == []
+    g.advance(7)
+    assert g.banned() == [7]
+    g.advance(8)
+    assert g.banned() == []
+
+
+def test_repeated_pattern_successor_is_banned(smol_info):
+    g = feed(guard(smol_info, max_pattern_period=4, min_pattern_repeats=3), [1, 2, 3] * 2 + [1, 2])
+    assert g.banned() == [3]  # a third "1 2 3" would complete the loop
+    assert feed(guard(smol_info, max_pattern_period=4, min_pattern_repeats=3), [1, 2, 3, 1, 2]).banned() == []
+
+
+def test_a_run_of_one_token_is_left_to_the_repeat_rule(smol_info):
+    g = feed(guard(smol_info, max_token_repeats=32, max_pattern_period=4, min_pattern_repeats=3), [9] * 12)
+    assert g.banned() == []  # period 2 or 4 of "9 9" is the same run, not a pattern
+
+
+def test_clone_is_independent(smol_info):
+    g = feed(guard(smol_info, max_token_repeats=3), [5])
+    twin = g.clone()
+    feed(twin, [5])
+    assert twin.banned() == [5] and g.banned() == []
+
+
+def test_reasoning_restart_forces_the_end_of_reasoning(smol_info):
+    close = smol_info.encode("</think>")
+    g = LoopGuard(GuardSetup(GuardConfig(max_pattern_period=2), smol_info, "<think>", "</think>", True))
+    opening = list(range(100, 100 + RESTART_WINDOW))
+    feed(g, opening + list(range(300, 300 + RESTART_WINDOW)))
+    assert g.forced() == []
+    feed(g, opening)  # the reasoning starts over
+    assert g.forced() == close
+    feed(g, close)
+    assert g.forced() == [] and not g.in_reasoning
+
+
+def test_fence_counts_interventions_and_never_empties_the_mask(smol_info, pm, config):
+    config.guard.max_token_repeats = 4
+    fence = build_request_fence(request("auto", tools=()), ChatmlJson(), smol_info, config, pm)
+    assert fence is not None and fence.matcher is None  # guards only
+    logits = torch.zeros(smol_info.vocab_size)
+    logits[42] = 5.0
+    chosen = []
+    for _ in range(8):
+        row = logits.clone()
+        fence.apply(row)
+        chosen.append(int(torch.argmax(row)))
+        fence.advance(chosen[-1])
+    assert chosen[:3] == [42, 42, 42] and 42 in chosen and chosen.count(42) < 8
+    assert fence.interventions >= 1
+
+
+def test_disabled_guard_plugin_is_not_composed(smol_info, config):
+    from kvgate.core.plugins import build_plugin_manager
+
+    pm = build_plugin_manager(disabled=["loop_guard"])
+    assert build_request_fence(request("auto", tools=()), ChatmlJson(), smol_info, config, pm) is None
