@@ -62,7 +62,7 @@ class LlamaForward:
             attn = F.scaled_dot_product_attention(
                 q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
                 attn_mask=mask, is_causal=mask is None, enable_gqa=True)
-            x = x + F.linear(attn[0].transpose(0, 1).reshape(n, -1), layer.o)
+            x = x + F.linear(attn[0].transpose(0, 1).reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x if all_logits else x[-1:])
 
@@ -85,6 +85,6 @@ class LlamaForward:
             # one query per row: the query heads of a kv group are rows against that group's keys
             grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
             attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
-            x = x + F.linear(attn.view(batch, -1), layer.o)
+            x = x + F.linear(attn.view(batch, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x)

@@ -30,6 +30,7 @@ class LlamaArch:
     trained_context: int
     tie_embeddings: bool
     qkv_bias: bool
+    o_bias: bool = False
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any]) -> "LlamaArch":
@@ -37,6 +38,8 @@ class LlamaArch:
         arch = next((ARCHITECTURES[n] for n in names if n in ARCHITECTURES), None)
         if arch is None:
             raise ValueError(f"not a Llama-family model (model_type/architectures: {names})")
+        if config.get("mlp_bias"):
+            raise ValueError("Llama models with mlp_bias are not supported")
         try:
             hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
             rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
@@ -52,6 +55,7 @@ class LlamaArch:
                 trained_context=int(config.get("max_position_embeddings", 2048)),
                 tie_embeddings=bool(config.get("tie_word_embeddings", False)),
                 qkv_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
+                o_bias=arch == "llama" and bool(config.get("attention_bias", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad Llama config.json: {exc!r}") from None
@@ -63,6 +67,7 @@ class LayerWeights:
     qkv: torch.Tensor
     qkv_bias: Optional[torch.Tensor]
     o: torch.Tensor
+    o_bias: Optional[torch.Tensor]
     mlp_norm: torch.Tensor
     gate_up: torch.Tensor
     down: torch.Tensor
@@ -121,7 +126,8 @@ def _layer(arch: LlamaArch, take, prefix: str) -> LayerWeights:
     mlp = prefix + "mlp."
     return LayerWeights(
         attn_norm=take(prefix + "input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
-        o=take(attn + "o_proj.weight"), mlp_norm=take(prefix + "post_attention_layernorm.weight"),
+        o=take(attn + "o_proj.weight"), o_bias=take(attn + "o_proj.bias") if arch.o_bias else None,
+        mlp_norm=take(prefix + "post_attention_layernorm.weight"),
         gate_up=torch.cat([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
         down=take(mlp + "down_proj.weight"),
     )

@@ -50,10 +50,10 @@ class LlamaRuntime(BlockTables, ModelRuntime):
                              f"{self.info.max_context}")
 
     def _token_tensor(self, tokens: Sequence[int]) -> torch.Tensor:
-        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.arch.vocab_size):
+        tokens = list(tokens)
+        if tokens and (min(tokens) < 0 or max(tokens) >= self.arch.vocab_size):
             raise ValueError(f"token id out of range [0, {self.arch.vocab_size})")
-        return ids
+        return torch.tensor(tokens, dtype=torch.long, device=self.device)
 
     @torch.inference_mode()
     def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False) -> torch.Tensor:

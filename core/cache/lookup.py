@@ -25,12 +25,15 @@ def hit_kind(kind: str, stored: Any, verified: int) -> str:
     return kind if verified >= len(stored.tokens) else "partial"
 
 
-def fill_plan(plan: CachePlan, device: Any, ssd: Any, min_tokens: int) -> list[tuple[str, Any, int]]:
-    """Choose the source of ``plan``; returns the candidates looked at, for almost-hit checks."""
+def fill_plan(plan: CachePlan, device: Any, ssd: Any, min_tokens: int):
+    """Choose the source of ``plan``; returns the tiers consulted and the candidates they had
+    (``(tier, stored entry, verified length)``, for almost-hit checks)."""
     tokens, limit = plan.tokens, len(plan.tokens) - 1
     seen: list[tuple[str, Any, int]] = []
+    consulted: list[str] = []
     device_length = ssd_length = 0
     if device is not None:
+        consulted.append("device")
         entry, length, kind, stored = best_candidate(device, plan.namespace, tokens, plan.cache_key)
         if entry is not None:
             seen.append(("device", stored, length))
@@ -39,6 +42,7 @@ def fill_plan(plan: CachePlan, device: Any, ssd: Any, min_tokens: int) -> list[t
                 plan.device_entry, plan.device_tokens = entry, device_length
                 plan.source, plan.cached_tokens, plan.hit_type = "device", device_length, hit_kind(kind, stored, length)
     if ssd is not None and device_length < limit:
+        consulted.append("ssd")
         record, length, kind, stored = best_candidate(ssd, plan.namespace, tokens, plan.cache_key)
         if record is not None:
             seen.append(("ssd", stored, length))
@@ -47,4 +51,4 @@ def fill_plan(plan: CachePlan, device: Any, ssd: Any, min_tokens: int) -> list[t
             if ssd_length and (n - ssd_length) + ssd_length * RESTORE_COST < n - device_length:
                 plan.snapshot, plan.needs_load = record, True
                 plan.source, plan.cached_tokens, plan.hit_type = "ssd", ssd_length, hit_kind(kind, stored, length)
-    return seen
+    return consulted, seen

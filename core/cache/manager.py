@@ -12,14 +12,14 @@ import threading
 import time
 from typing import Any, Mapping, Optional
 
-import torch
-
 from kvgate.core.cache.almost_hits import AlmostHits
-from kvgate.core.cache.backup import Backups, is_pool_exhausted
+from kvgate.core.cache.backup import Backups
 from kvgate.core.cache.chunk_format import BadChunk
 from kvgate.core.cache.lookup import fill_plan
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.plan import CachePlan
+from kvgate.core.cache.residency import Residency
+from kvgate.core.cache.restore import Restores
 from kvgate.core.cache.restore_pool import RestorePool
 from kvgate.core.config import Config
 from kvgate.core.runtime import ModelRuntime, Session
@@ -27,7 +27,7 @@ from kvgate.core.runtime import ModelRuntime, Session
 log = logging.getLogger("kvgate.cache")
 
 
-class CacheManager:
+class CacheManager(Restores, Residency):
     def __init__(self, config: Config, runtime: ModelRuntime, tiers: Mapping[str, Any] | list,
                  metrics_registry: Any = None):
         settings = config.cache
@@ -35,6 +35,7 @@ class CacheManager:
         self.runtime, self.settings = runtime, settings
         self.device = tiers.get("device") if settings.enabled else None
         self.ssd = tiers.get("ssd") if settings.enabled and settings.ssd_enabled else None
+        self.unused_tiers = [t for t in tiers.values() if t is not self.device and t is not self.ssd]
         self.metrics = CacheMetrics(metrics_registry)
         if self.ssd is not None:
             self.ssd.bind(self.metrics)
@@ -51,8 +52,8 @@ class CacheManager:
         plan = CachePlan(namespace=namespace, tokens=tokens, cache_key=cache_key)
         if len(tokens) < 2 or (self.device is None and self.ssd is None):
             return plan
-        seen = fill_plan(plan, self.device, self.ssd, self.min_tokens)
-        for tier, _, _ in seen:
+        consulted, seen = fill_plan(plan, self.device, self.ssd, self.min_tokens)
+        for tier in consulted:
             self.metrics.lookups.labels(tier=tier).inc()
             self.metrics.queries.labels(tier=tier).inc(len(tokens))
         self._check_almost_hit(plan, seen)
@@ -76,6 +77,9 @@ class CacheManager:
         except BadChunk as exc:
             self.ssd.drop_bad(plan.snapshot, str(exc))
             plan.go_device()
+        except Exception as exc:  # e.g. out of memory: compute instead, keep the snapshot
+            log.warning("SSD cache: reading %s failed (%s); computing instead", plan.snapshot.id, exc)
+            plan.go_device()
         plan.restore_seconds += time.perf_counter() - started
 
     # --- sessions ---------------------------------------------------------------------------------
@@ -95,37 +99,6 @@ class CacheManager:
         plan.go_cold()
         return self._attached(plan, self.runtime.new_session())
 
-    def _restore(self, plan: CachePlan) -> Optional[Session]:
-        started = time.perf_counter()
-        session = self.pool.take()
-        try:
-            self._import(session, plan.payload)
-            self.runtime.truncate(session, plan.cached_tokens)
-        except Exception as exc:  # PoolExhausted after reclaiming, or a payload the runtime refuses
-            log.warning("SSD cache: restore of %s failed (%s); computing instead", plan.snapshot.id, exc)
-            self.pool.give(session)
-            plan.go_device()
-            return None
-        self.ssd.touch(plan.snapshot)
-        plan.payload = None
-        plan.restore_seconds += time.perf_counter() - started
-        self.metrics.restore_seconds.observe(plan.restore_seconds)
-        return session
-
-    def _import(self, session: Session, payload: list) -> None:
-        for attempt in (1, 2):
-            try:
-                with torch.inference_mode():  # the pool's tensors are inference tensors
-                    for tokens, data in payload:
-                        self.runtime.import_state(session, tokens, data)
-                return
-            except Exception as exc:
-                if attempt == 2 or not is_pool_exhausted(exc):
-                    raise
-                self.runtime.truncate(session, 0)
-                needed = -(-sum(len(t) for t, _ in payload) // self.runtime.block_size)
-                self.reclaim(needed)
-
     def _attached(self, plan: CachePlan, session: Session) -> Session:
         if plan.cached_tokens:
             self.metrics.hits.labels(tier=plan.source).inc(plan.cached_tokens)
@@ -136,58 +109,6 @@ class CacheManager:
             self.recent.append({"time": time.time(), "namespace": plan.namespace, "prompt_tokens": len(plan.tokens),
                                 "source": plan.source, "cached_tokens": plan.cached_tokens, "hit_type": plan.hit_type})
         return session
-
-    def finish(self, namespace: str, session: Session, cache_key: Optional[str]) -> None:
-        """The request finished: its terminal state stays resident (the cache owns ``session``)."""
-        if self.pool.owns(session):
-            kept = self.runtime.fork(session)
-            self.pool.give(session)
-            session = kept
-        if self.device is None or session.length == 0:
-            if self.ssd is not None:
-                self.backups.back_up(namespace, session, cache_key, 1, wait=False)
-            self.runtime.release(session)
-            return
-        entry, is_new = self.device.admit(namespace, session, cache_key)
-        if is_new:
-            entry.backed_up = self.backups.back_up(namespace, entry.session, entry.cache_key, entry.round, wait=False)
-        for old in self.device.superseded(entry):
-            self._evict(old, back_up=False)
-        while self.device.over_budget() and self._evict_one():
-            pass
-        self._update_gauges()
-
-    def discard(self, session: Session) -> None:
-        """The request was cancelled or failed: give its state back."""
-        self.pool.give(session)
-
-    def reclaim(self, blocks_needed: int) -> int:
-        """Evict (backing up first) until ``blocks_needed`` blocks are free; returns blocks freed."""
-        before = self.runtime.pool_stats()["blocks_free"]
-        while self.device is not None and self.runtime.pool_stats()["blocks_free"] < blocks_needed:
-            if not self._evict_one():
-                break
-        self._update_gauges()
-        return self.runtime.pool_stats()["blocks_free"] - before
-
-    def _evict_one(self) -> bool:
-        victim = self.device.next_victim()
-        if victim is None:
-            return False
-        self._evict(victim, back_up=True)
-        return True
-
-    def _evict(self, entry, back_up: bool) -> None:
-        if back_up and not entry.backed_up:
-            entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key, entry.round,
-                                                   wait=True)
-        self.device.remove(entry)
-        self.metrics.evictions.labels(tier="device").inc()
-
-    def _update_gauges(self) -> None:
-        if self.device is not None:
-            self.metrics.device_bytes.set(self.device.resident_bytes())
-            self.metrics.device_entries.set(sum(t.size for t in self.device.tries.values()))
 
     # --- operations -------------------------------------------------------------------------------
     def diagnostics(self) -> dict:
@@ -203,14 +124,3 @@ class CacheManager:
     def _recent(self) -> list[dict]:
         with self.recent_lock:
             return list(self.recent)
-
-    def close(self) -> None:
-        """Back up what is resident and not yet on SSD, flush the writer, close the store."""
-        if self.device is not None:
-            for entry in self.device.entries():
-                if not entry.backed_up:
-                    entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key,
-                                                           entry.round, wait=True)
-                self.device.remove(entry)
-        if self.ssd is not None:
-            self.ssd.close()

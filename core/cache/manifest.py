@@ -7,6 +7,11 @@ generation together with the snapshot it commits.
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -16,6 +21,7 @@ from diskcache.core import MODE_PICKLE
 from kvgate.core.cache.ssd_records import PREFIX, BadRecord, SnapshotRecord, record_from_json
 
 GENERATION_KEY = "generation"
+log = logging.getLogger("kvgate.cache")
 
 
 class JsonOnlyDisk(diskcache.Disk):
@@ -80,3 +86,32 @@ class Manifest:
 
     def close(self) -> None:
         self.cache.close()
+
+
+class StoreBusy(RuntimeError):
+    """Another process holds the store's write lock."""
+
+
+def lock_store(root: Path):
+    handle = open(root / "lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreBusy(f"the SSD cache at {root} is in use by another process") from None
+    return handle
+
+
+def open_manifest(directory: Path, writer: bool) -> Manifest:
+    """Open the manifest; a writer moves an unreadable database aside and starts empty."""
+    try:
+        manifest = Manifest(directory)
+        manifest.generation  # noqa: B018 -- reading it proves the database is sound
+        return manifest
+    except (sqlite3.DatabaseError, BadRecord) as exc:
+        if not writer:
+            raise
+        aside = directory.with_name(f"manifest.corrupt-{int(time.time())}")
+        log.warning("SSD cache manifest %s is unreadable (%s); moved to %s, starting empty", directory, exc, aside)
+        os.replace(directory, aside)
+        return Manifest(directory)

@@ -95,3 +95,24 @@ def check_record(record: SnapshotRecord) -> None:
         raise BadRecord(f"{len(record.chunks)} chunk keys for {len(record.tokens)} tokens, expected {expected}")
     if record.id != record.chunks[-1].hex()[:32]:
         raise BadRecord("snapshot id does not match its last chunk key")
+
+
+@attrs.define(eq=False)
+class PendingSnapshot:
+    """A snapshot to commit: chunk keys, and the payload of every chunk that may be missing."""
+
+    namespace: str
+    tokens: list[int]
+    cache_key: Optional[str]
+    round: int
+    chunk_tokens: int
+    keys: list[bytes]
+    payloads: dict[int, bytes]
+    state_bytes: int
+
+    @property
+    def id(self) -> str:
+        return self.keys[-1].hex()[:32]
+
+    def chunk_tokens_at(self, index: int) -> list[int]:
+        return self.tokens[index * self.chunk_tokens:(index + 1) * self.chunk_tokens]

@@ -16,73 +16,19 @@ new generation. A crash therefore leaves at worst unreferenced chunk files, whic
 from __future__ import annotations
 
 import collections
-import fcntl
 import logging
-import os
-import sqlite3
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-import attrs
-
 from kvgate.core.cache.chunk_files import ChunkFiles, fsync_directory
 from kvgate.core.cache.chunk_format import encode_chunk
-from kvgate.core.cache.manifest import Manifest
+from kvgate.core.cache.manifest import StoreBusy, lock_store, open_manifest
 from kvgate.core.cache.namespace import chain_root
-from kvgate.core.cache.ssd_records import BadRecord, SnapshotRecord
+from kvgate.core.cache.ssd_records import BadRecord, PendingSnapshot, SnapshotRecord
 
 log = logging.getLogger("kvgate.cache")
-
-
-class StoreBusy(RuntimeError):
-    """Another process holds the store's write lock."""
-
-
-@attrs.define(eq=False)
-class PendingSnapshot:
-    """A snapshot to commit: chunk keys, and the payload of every chunk that may be missing."""
-
-    namespace: str
-    tokens: list[int]
-    cache_key: Optional[str]
-    round: int
-    chunk_tokens: int
-    keys: list[bytes]
-    payloads: dict[int, bytes]
-    state_bytes: int
-
-    @property
-    def id(self) -> str:
-        return self.keys[-1].hex()[:32]
-
-    def chunk_tokens_at(self, index: int) -> list[int]:
-        return self.tokens[index * self.chunk_tokens:(index + 1) * self.chunk_tokens]
-
-
-def lock_store(root: Path):
-    handle = open(root / "lock", "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise StoreBusy(f"the SSD cache at {root} is in use by another process") from None
-    return handle
-
-
-def open_manifest(directory: Path, writer: bool) -> Manifest:
-    """Open the manifest; a writer moves an unreadable database aside and starts empty."""
-    try:
-        manifest = Manifest(directory)
-        manifest.generation  # noqa: B018 -- reading it proves the database is sound
-        return manifest
-    except (sqlite3.DatabaseError, BadRecord) as exc:
-        if not writer:
-            raise
-        aside = directory.with_name(f"manifest.corrupt-{int(time.time())}")
-        log.warning("SSD cache manifest %s is unreadable (%s); moved to %s, starting empty", directory, exc, aside)
-        os.replace(directory, aside)
-        return Manifest(directory)
+__all__ = ["PendingSnapshot", "SsdStore", "StoreBusy"]
 
 
 class SsdStore:

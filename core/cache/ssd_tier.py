@@ -89,7 +89,7 @@ class SsdTier:
         self.metrics.bad_snapshots.inc()
         with self.lock:
             self.index.remove(record)
-        self.jobs.put(("drop", record.id, None))
+        self.jobs.put(("drop", record, None))
 
     # --- writer thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -106,7 +106,9 @@ class SsdTier:
                     self.store.touch(subject, extra)
                 elif kind == "drop":
                     with self.lock:
-                        self.store.drop(subject, pinned=+self.pins)
+                        if self.store.records.get(subject.id) is subject:  # not re-committed meanwhile
+                            self.store.drop(subject.id, pinned=+self.pins)
+                    self._update_gauges()
             except Exception as exc:  # the writer must survive a bad disk
                 log.warning("SSD cache writer: %s of %s failed: %s", kind, getattr(subject, "id", subject), exc)
                 self.metrics.backup_failures.inc()

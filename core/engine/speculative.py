@@ -98,13 +98,14 @@ def verify(seq: Sequence, rows, draft: list[int], forced: int) -> tuple[list[int
 
 def emit(engine, seq: Sequence, tokens: list[int]) -> None:
     """Deliver chosen tokens in order, finishing the sequence exactly as an ordinary step would."""
-    for token in tokens:
+    for index, token in enumerate(tokens):
         if token in seq.stop_token_ids:
             engine.finish(seq, SequenceDone("stop"))
             return
         seq.output.append(token)
         seq.deliver(TokenOut(token))
-        if seq.fence is not None and seq.fence.must_stop:
+        last = index == len(tokens) - 1  # the fence already holds the state after the last token
+        if last and seq.fence is not None and seq.fence.must_stop:
             engine.finish(seq, SequenceDone("stop"))
             return
         if seq.budget_left() <= 0 or seq.computed + 1 >= engine.runtime.info.max_context:

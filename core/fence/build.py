@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import attrs
+
 from kvgate.core.config import Config
 from kvgate.core.fence.backend import grammar_backend
 from kvgate.core.fence.closing import Closer
@@ -49,14 +51,16 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     FenceRequestError for a constraint that cannot compile.
     """
     plan = plan_for(request, start_in)
-    matcher = closer = prefer = None
+    matcher = closer = prefer = call_cost = None
     if config.fence.enabled and plan.constrains:
         verify_dialect(tokenizer_info, dialect)
         grammar = grammar_for(dialect, plan)
         tokenizer_info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
-        matcher = grammar_backend(pm, config.fence.backend, tokenizer_info).matcher(grammar)
+        backend = grammar_backend(pm, config.fence.backend, tokenizer_info)
+        matcher = backend.matcher(grammar)
         closer = closer_for(tokenizer_info, dialect)
         prefer = closer.preferred(required_names(plan.tools))
+        call_cost = shortest_call(backend, closer, dialect, plan, prefer)
     guards = []
     if config.guard.enabled:
         literals = getattr(dialect, "literals", {}) or {}
@@ -65,7 +69,25 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         guards = build_guards(pm, setup)
     if matcher is None and not guards:
         return None
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids, prefer)
+    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids, prefer,
+                        getattr(dialect, "trigger", "") or "", call_cost)
+
+
+def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:
+    """Tokens of the shortest complete call of ``plan``'s tools (cached per tool set), or None when
+    no second structure can start (one call at most, or no tools)."""
+    if not plan.tools or plan.mode == "none" or (plan.mode == "required" and plan.max_calls == 1):
+        return None
+    single = attrs.evolve(plan, mode="required", max_calls=1, response_schema=None, start_in="content")
+    grammar = grammar_for(dialect, single)
+    with closer.info.lock:
+        cached = closer.costs.get(grammar)
+    if cached is None:
+        path = closer.path(backend.matcher(grammar), prefer=prefer)
+        cached = len(path) if path is not None else -1
+        with closer.info.lock:
+            closer.costs[grammar] = cached
+    return cached if cached >= 0 else None
 
 
 def required_names(tools) -> list[str]:

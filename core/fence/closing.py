@@ -32,6 +32,7 @@ class Closer:
         self.vocab = info.vocab_size
         self.literals = [text.encode("utf-8") for text in closing_literals if text]
         self.encoded: dict[bytes, list[int]] = {}
+        self.costs: dict = {}  # grammar -> tokens of its shortest complete output
         self.lengths = np.array([len(p) if i not in info.special_ids else 0 for i, p in enumerate(pieces)])
         # a quote first (inside a JSON string only a quote makes progress), then longer tokens
         ranked = sorted(range(self.vocab), key=lambda i: (not pieces[i].startswith(b'"'), -len(pieces[i])))

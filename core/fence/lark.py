@@ -108,9 +108,13 @@ class LarkWriter:
         return f"/(?s:.*)/ & ~/(?s:.*)({banned})(?s:.*)/"
 
     def text_then(self, node: TextThen) -> str:
+        if node.end in self.specials:  # the token cannot occur in text (its spelling is excluded)
+            free = self.free_text(node.excludes + (node.end,))
+            text = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?" if node.lead else f"({free})?"
+            return self.rule(self.terminal(text + ' ""') + ' ' + self.literal(node.end))
         if any(s in node.end for s in self.specials):
-            raise FenceError(f"trigger {node.end!r} contains a special token; a lazy text trigger "
-                             f"must be plain text for this backend")
+            raise FenceError(f"the end {node.end!r} of a text region holds a special token inside "
+                             f"other text; the llguidance backend cannot end text on it")
         free = self.free_text(node.excludes + (node.end,))
         if node.lead:
             head = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?"

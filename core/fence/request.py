@@ -18,6 +18,7 @@ import torch
 from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.mask import bitmask_words, narrow, only, unpack, write_mask
+from kvgate.core.fence.tokens import tokens_starting_with
 
 CLOSE_HORIZON = 48  # draft checks compute full masks within this many tokens of the budget's end
 CLOSE_SLACK = 2  # force the closing path once the budget is this close to its length
@@ -26,13 +27,16 @@ CLOSE_SLACK = 2  # force the closing path once the budget is this close to its l
 class RequestFence:
     def __init__(self, vocab: int, matcher: Any = None, guards: Optional[list] = None,
                  closer: Optional[Closer] = None, stop_ids: tuple[int, ...] = (),
-                 prefer: Optional[np.ndarray] = None):
+                 prefer: Optional[np.ndarray] = None, trigger: str = "", call_cost: Optional[int] = None):
         self.vocab = vocab
         self.matcher = matcher
         self.guards = list(guards or [])
         self.closer = closer
         self.stop_ids = stop_ids
         self.prefer = prefer  # tokens that start required parameter names (for closing paths)
+        self.trigger = trigger.encode("utf-8")
+        self.call_cost = call_cost  # tokens of the shortest complete call (None: unknown / not needed)
+        self._entered = False  # a structure has been opened (the grammar was not accepting once)
         self.budget: Optional[int] = None
         self.position = 0
         self._interventions = 0
@@ -65,6 +69,10 @@ class RequestFence:
         if self._intervened_at == self.position:
             self._interventions += 1
         self.position += 1
+        if self.budget is not None:
+            self.budget -= 1
+        if self.matcher is not None and not self._entered and not self.matcher.is_accepting():
+            self._entered = True
 
     def forced_tokens(self) -> list[int]:
         if self.matcher is None:
@@ -88,7 +96,15 @@ class RequestFence:
 
     @property
     def must_stop(self) -> bool:
-        return self.matcher is not None and self.matcher.is_stopped()
+        """The output must end now: nothing may follow, or a closed call leaves no room for another."""
+        if self.matcher is None:
+            return False
+        if self.matcher.is_stopped():
+            return True
+        return self._entered and self._no_room_for_a_call() and self.matcher.is_accepting()
+
+    def _no_room_for_a_call(self) -> bool:
+        return self.budget is not None and self.call_cost is not None and self.budget < self.call_cost + CLOSE_SLACK
 
     @property
     def interventions(self) -> int:
@@ -124,7 +140,20 @@ class RequestFence:
         closing = self._closing_token(mask)
         if closing is not None:
             return only(closing, self.vocab)
+        if mask is not None and not self._entered and self._no_room_for_a_call():
+            mask, _ = narrow(mask, self._trigger_completions(), self.vocab)
         return self._guarded(mask)
+
+    def _trigger_completions(self) -> list[int]:
+        """Tokens that would complete the trigger given the output's tail (no room for a call)."""
+        if not self.trigger or self.closer is None:
+            return []
+        info = self.closer.info
+        out: list[int] = []
+        for done in range(len(self.trigger)):
+            if self._tail.endswith(self.trigger[:done]):
+                out += tokens_starting_with(info, self.trigger[done:])
+        return out
 
     def _guarded(self, mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
         for guard in self.guards:

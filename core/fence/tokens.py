@@ -110,3 +110,21 @@ def tokenizer_info(runtime_tokenizer: Any, eos_token_ids: list[int]) -> Tokenize
     if not hasattr(runtime_tokenizer, "get_vocab_size") or not hasattr(runtime_tokenizer, "to_str"):
         raise FenceError("fences need a tokenizers.Tokenizer (the runtime's tokenizer has no get_vocab_size/to_str)")
     return TokenizerInfo(runtime_tokenizer, eos_token_ids)
+
+
+def tokens_starting_with(info: TokenizerInfo, prefix: bytes) -> list[int]:
+    """Ids of the (non-special) tokens whose bytes start with ``prefix``."""
+    index = getattr(info, "_by_bytes", None)
+    if index is None:
+        pieces = info.token_bytes()
+        order = sorted((p, i) for i, p in enumerate(pieces) if p and i not in info.special_ids)
+        index = ([p for p, _ in order], [i for _, i in order])
+        info._by_bytes = index
+    import bisect
+
+    keys, ids = index
+    start = bisect.bisect_left(keys, prefix)
+    end = start
+    while end < len(keys) and keys[end].startswith(prefix):
+        end += 1
+    return ids[start:end]

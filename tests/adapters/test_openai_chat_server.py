@@ -143,10 +143,11 @@ def test_sdk_sees_param_on_bad_request(client):
 STORY = [{"role": "user", "content": "Write a very long story about a dragon and a knight."}]
 
 
-def wait_until_admitted(url: str, since: float) -> float:
+def wait_until_admitted(server, since: float) -> float:
     """Seconds until the one-request queue takes a request again."""
+    url = server.base_url + "/v1/chat/completions"
     while httpx.post(url, json={"messages": HELLO, "max_tokens": 1}, timeout=60).status_code == 503:
-        assert time.monotonic() - since < 10, "an abandoned request still holds the queue"
+        assert time.monotonic() - since < 10, "an abandoned request still holds the queue:\n" + server.log()[-6000:]
         time.sleep(0.1)
     return time.monotonic() - since
 
@@ -155,19 +156,20 @@ def test_full_queue_is_503_and_a_stream_disconnect_frees_it(server):
     url = server.base_url + "/v1/chat/completions"
     long_run = {"messages": STORY, "max_tokens": 400, "temperature": 0, "stream": True}
     with httpx.stream("POST", url, json=long_run, timeout=60) as running:
-        assert next(line for line in running.iter_lines() if line.startswith("data: "))
+        data_lines = (line for line in running.iter_lines() if line.startswith("data: "))
+        assert [next(data_lines) for _ in range(3)]  # role, then two tokens: it is decoding now
         busy = httpx.post(url, json={"messages": HELLO, "max_tokens": 2}, timeout=30)
         closed_at = time.monotonic()
     assert busy.status_code == 503 and int(busy.headers["retry-after"]) >= 1
     assert busy.json()["error"]["code"] == "overloaded"
-    wait_until_admitted(url, closed_at)
+    wait_until_admitted(server, closed_at)
 
 
 def test_non_streaming_disconnect_cancels_the_request(server):
     url = server.base_url + "/v1/chat/completions"
     with pytest.raises(httpx.TimeoutException):
         httpx.post(url, json={"messages": STORY, "max_tokens": 400, "temperature": 0}, timeout=1.5)
-    wait_until_admitted(url, time.monotonic())
+    wait_until_admitted(server, time.monotonic())
 
 
 def test_unknown_model_is_404(client):

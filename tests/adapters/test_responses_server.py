@@ -7,6 +7,8 @@ raw SSE events for the ordering rules the SDK helpers do not check, the stored-r
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -151,3 +153,44 @@ def test_invalid_json_and_the_request_log(server):
     reply = httpx.post(server.base_url + "/responses", content=b"{oops", timeout=30)
     assert reply.status_code == 400 and "JSON" in reply.json()["error"]["message"]
     assert "POST /responses 400" in server.log()
+
+
+def test_a_client_that_leaves_the_stream_cancels_its_request(server):
+    body = {**SHORT, "max_output_tokens": 400, "input": "story " * 6000, "stream": True}
+    with httpx.stream("POST", server.base_url + "/v1/responses", json=body, timeout=60) as response:
+        first = next(line for line in response.iter_lines() if line.startswith("data: "))
+        assert '"response.created"' in first
+    deadline = time.monotonic() + 5
+    while httpx.get(server.base_url + "/health").json()["requests_in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(server.base_url + "/health").json()["requests_in_flight"] == 0
+
+
+def test_stored_chain_survives_a_restart(tmp_path):
+    proc = ServerProcess(tmp_path)
+    with proc:
+        first = post(proc, {**SHORT, "input": "My name is Ada."}).json()
+    with proc:  # a new process on the same state directory
+        assert httpx.get(f"{proc.base_url}/v1/responses/{first['id']}").json() == first
+        follow_up = [{"role": "user", "content": "What is my name?"}]
+        replay = [{"role": "user", "content": "My name is Ada."}, *first["output"], *follow_up]
+        chained = count(proc, {"previous_response_id": first["id"], "input": follow_up})
+        assert chained == count(proc, {"input": replay})
+
+
+def test_namespace_tool_call_round_trip(server):
+    namespace = {"type": "namespace", "name": "weather", "description": "Weather tools.",
+                 "tools": [{"type": "function", "name": "current", "description": "Current weather.", "strict": False,
+                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                           "required": ["city"]}}]}
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    body = {**SHORT, "max_output_tokens": 40, "tools": [namespace], "tool_choice": "required", "input": ask}
+    final = check_event_stream(raw_stream(server, body))
+    calls = [item for item in final["output"] if item["type"] == "function_call"]
+    if not calls:
+        pytest.xfail("SmolLM2 produced no call: tool_choice 'required' needs the token fence (another task)")
+    assert (calls[0]["name"], calls[0]["namespace"]) == ("current", "weather")
+    result = {"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "Sunny, 21 C"}
+    follow = {**SHORT, "tools": [namespace], "input": [*ask, *final["output"], result]}
+    answer = check_event_stream(raw_stream(server, follow))
+    assert answer["usage"]["input_tokens"] > final["usage"]["input_tokens"]

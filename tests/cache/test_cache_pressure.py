@@ -90,11 +90,13 @@ def test_admission_never_deadlocks_while_reclaimable_state_exists(tmp_path, cach
 def test_budget_and_decode_reserve_bound_the_resident_bytes(tmp_path, cache_runtime):
     rt = small_pool_runtime(cache_runtime, pool_tokens=64 * 16)
     block_bytes = rt.pool_stats()["block_bytes"]
-    manager = make_manager(cache_config(tmp_path, device_bytes=20 * block_bytes, decode_reserve_tokens=16 * 16), rt)
-    fill_cache(manager, rt, 4)
-    assert manager.device.resident_bytes() <= 20 * block_bytes
+    manager = make_manager(cache_config(tmp_path, device_bytes=12 * block_bytes, decode_reserve_tokens=16 * 16), rt)
+    fill_cache(manager, rt, 4)  # 4 entries of 5 blocks each
+    assert manager.device.resident_bytes() <= 12 * block_bytes
     assert rt.pool_stats()["blocks_free"] >= 16
-    assert len(manager.device.entries()) < 4
+    assert len(manager.device.entries()) == 2
+    manager.ssd.flush()
+    assert len(manager.ssd.store.records) == 4  # evicted entries were backed up
     manager.close()
 
 

@@ -59,3 +59,36 @@ def test_without_a_budget_the_value_runs_on(smol_info, smol_tokenizer, pm, confi
         fence.apply(row)
         fence.advance(int(torch.argmax(row)))
     assert not fence.matcher.is_accepting()
+
+
+def test_no_second_call_without_room_for_it(smol_info, smol_tokenizer, pm, config):
+    dialect = ChatmlJson()
+    fence = build_request_fence(request("required"), dialect, smol_info, config, pm)
+    call = dialect.render_tool_call("get_time", '{"tz": "UTC"}')
+    ids = smol_tokenizer.encode(call).ids
+    budget = len(ids) + fence.call_cost + 10
+    for step, token in enumerate(ids):
+        fence.set_budget(budget - step)
+        fence.advance(token)
+    assert not fence.must_stop  # room for another call
+    tight = build_request_fence(request("required"), dialect, smol_info, config, pm)
+    for step, token in enumerate(ids):
+        tight.set_budget(len(ids) + 3 - step)
+        tight.advance(token)
+    assert tight.must_stop
+
+
+def test_auto_text_cannot_open_a_call_it_cannot_finish(smol_info, smol_tokenizer, pm, config):
+    dialect = ChatmlJson()
+    fence = build_request_fence(request("auto"), dialect, smol_info, config, pm)
+    for token in smol_tokenizer.encode("Sure.\n<tool").ids:
+        fence.advance(token)
+    finish = smol_tokenizer.encode("_call>").ids
+    fence.set_budget(fence.call_cost + 40)
+    assert fence.allows(finish[0])
+    fence.set_budget(5)
+    mask = fence.allowed()
+    assert mask[smol_tokenizer.encode(" text").ids[0]]
+    rest = [t for t in range(smol_info.vocab_size)
+            if smol_info.token_bytes()[t].startswith(b"_call>") or smol_info.token_bytes()[t] == b"_"]
+    assert rest and not any(mask[t] for t in rest if smol_info.token_bytes()[t].startswith(b"_call>"))

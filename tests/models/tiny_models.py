@@ -15,8 +15,8 @@ TINY_CONFIGS = {
                                 tie_word_embeddings=False,
                                 rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}),
-    # linear rope scaling, multi-head attention
-    "llama_linear": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=4,
+    # linear rope scaling, multi-head attention, attention biases (q/k/v and o)
+    "llama_linear": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=4, attention_bias=True,
                          tie_word_embeddings=False, rope_scaling={"rope_type": "linear", "factor": 2.0}),
     # Qwen2: q/k/v biases, GQA, tied
     "qwen2_bias": dict(model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),

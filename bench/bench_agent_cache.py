@@ -1,0 +1,210 @@
+"""Agent-shaped multi-turn prefix-cache benchmark: kvgate (cold, device, SSD, restart) vs llama.cpp.
+
+Workload (field-notes "E", Codex-shaped): two sessions interleaved on one shared system prompt;
+turn 1 sends ``--shared`` (2,000) shared + ``--per-session`` (1,000) own tokens, every later turn
+appends the previous answer and ``--per-turn`` (200) new tokens; ``--turns`` (10) turns,
+``--output`` (32) output tokens, temperature 0. Every system gets the same requests in one run,
+interleaved request by request, so machine load hits all of them alike.
+
+Systems (all real servers on 127.0.0.1):
+  kvgate-cold     prefix cache disabled: every turn is a full prefill
+  kvgate-device   device tier + SSD tier; the server is restarted before turn ``--restart-turn``
+                  (that turn is served from SSD, the others from device)
+  kvgate-ssd      the device tier plugin disabled: every hit is an SSD restore
+  llamacpp        llama-cpp-python's server with its RAM prompt cache (when installed; see peers.md)
+
+Reports TTFT per turn and system, kvgate's hit ratio by tier against the theoretical ceiling (tokens
+an ideal cache could serve: the prefix shared with an earlier request plus its output), writes
+``<out>/agent_cache.json`` and a plot ``<out>/agent_cache.png``.
+Usage: python bench/bench_agent_cache.py [--systems kvgate-cold,kvgate-device,kvgate-ssd,llamacpp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from agent_workload import Workload, ceiling, prompt_tokens, stream_chat  # noqa: E402
+from bench_runtime import cpu_busy  # noqa: E402
+from tests.harness import ServerProcess, free_port  # noqa: E402
+
+KVGATE = {
+    "kvgate-cold": {"cache": {"enabled": False}},
+    "kvgate-device": {},
+    "kvgate-ssd": {"plugins": {"disabled": ["device_cache"]}},
+}
+PEER_PYTHON = ROOT / "bench" / ".peer" / "venv" / "bin" / "python"
+
+
+def kvgate_server(name: str, out: Path) -> ServerProcess:
+    settings = {section: dict(values) for section, values in KVGATE[name].items()}
+    settings.setdefault("cache", {})["ssd_path"] = str(out / f"ssd-{name}")
+    settings["model"] = {"threads": 2}
+    return ServerProcess(out / name, settings, state_dir=out / "state", timeout=600)
+
+
+class PeerServer:
+    """llama-cpp-python's OpenAI server with its RAM prompt cache, on the embedded GGUF."""
+
+    def __init__(self, python: Path, out: Path):
+        from kvgate.models.embedded import embedded_gguf_path
+
+        self.port, self.log = free_port(), open(out / "llamacpp.log", "ab")
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [str(python), "-m", "llama_cpp.server", "--model", embedded_gguf_path(), "--model_alias", "smollm2",
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "8192", "--chat_format", "chatml",
+             "--n_threads", "2", "--cache", "True", "--cache_type", "ram"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and self.proc.poll() is None:
+            try:
+                if httpx.get(self.base_url + "/v1/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        raise RuntimeError(f"llama.cpp server did not start; see {out / 'llamacpp.log'}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def start_systems(names: list[str], out: Path) -> dict:
+    servers = {}
+    for name in names:
+        if name == "llamacpp":
+            if not PEER_PYTHON.exists():
+                print(f"llamacpp skipped: no {PEER_PYTHON} (build it as in reference/peers.md)")
+                continue
+            servers[name] = PeerServer(PEER_PYTHON, out)
+        else:
+            shutil.rmtree(out / f"ssd-{name}", ignore_errors=True)
+            servers[name] = kvgate_server(name, out).start()
+    return servers
+
+
+def run(args) -> dict:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    servers = start_systems(args.systems.split(","), out)
+    counter = next(s for n, s in servers.items() if n.startswith("kvgate"))
+    workload = Workload(counter.base_url, args.shared, args.per_session, args.per_turn)
+    chats = {name: [[{"role": "system", "content": workload.system}] for _ in range(2)] for name in servers}
+    history = {name: [] for name in servers}
+    rows = []
+    try:
+        for turn in range(1, args.turns + 1):
+            if turn == args.restart_turn and "kvgate-device" in servers:
+                servers["kvgate-device"].stop()
+                servers["kvgate-device"] = kvgate_server("kvgate-device", out).start()
+            for session in range(2):
+                user = workload.user_message(session, turn)
+                for name, server in servers.items():
+                    messages = chats[name][session] + [{"role": "user", "content": user}]
+                    busy = cpu_busy(0.2)
+                    result = stream_chat(server.base_url, messages, args.output)
+                    tokens = prompt_tokens(counter.base_url, messages)
+                    usage = result["usage"] or {}
+                    split = usage.get("kvgate") or {}
+                    rows.append({
+                        "system": name, "session": session, "turn": turn, "ttft_s": round(result["ttft"], 4),
+                        "total_s": round(result["total"], 4), "prompt_tokens": len(tokens),
+                        "completion_tokens": usage.get("completion_tokens"),
+                        "cached_device": split.get("cached_tokens_device"), "cached_ssd": split.get("cached_tokens_ssd"),
+                        "ceiling_tokens": ceiling(tokens, history[name]), "cpu_busy_before": round(busy, 1),
+                        "restarted": name == "kvgate-device" and turn == args.restart_turn})
+                    history[name].append((tokens, usage.get("completion_tokens") or 0))
+                    chats[name][session] = messages + [{"role": "assistant", "content": result["answer"]}]
+                    print(json.dumps(rows[-1]), flush=True)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return {"args": vars(args), "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+
+
+def summarize(report: dict) -> list[str]:
+    rows, lines = report["rows"], []
+    systems = sorted({r["system"] for r in rows})
+    turns = sorted({r["turn"] for r in rows})
+    lines.append("TTFT seconds (mean of both sessions) per turn")
+    lines.append("turn  " + "  ".join(f"{s:>14}" for s in systems))
+    for turn in turns:
+        cells = [statistics.mean(r["ttft_s"] for r in rows if r["system"] == s and r["turn"] == turn) for s in systems]
+        lines.append(f"{turn:>4}  " + "  ".join(f"{c:>14.3f}" for c in cells))
+    for system in systems:
+        own = [r for r in rows if r["system"] == system]
+        prompt = sum(r["prompt_tokens"] for r in own)
+        ideal = sum(r["ceiling_tokens"] for r in own)
+        if own[0]["cached_device"] is None:
+            lines.append(f"{system}: ceiling {ideal / prompt:.1%} (server reports no cached tokens)")
+            continue
+        device = sum(r["cached_device"] or 0 for r in own)
+        ssd = sum(r["cached_ssd"] or 0 for r in own)
+        lines.append(f"{system}: hit ratio {(device + ssd) / prompt:.1%} (device {device / prompt:.1%}, "
+                     f"SSD {ssd / prompt:.1%}) vs ceiling {ideal / prompt:.1%}")
+    return lines
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["rows"]
+    fig, axis = plt.subplots(figsize=(9, 5))
+    for system in sorted({r["system"] for r in rows}):
+        turns = sorted({r["turn"] for r in rows if r["system"] == system})
+        means = [statistics.mean(r["ttft_s"] for r in rows if r["system"] == system and r["turn"] == t) for t in turns]
+        axis.plot(turns, means, marker="o", label=system)
+    restart = report["args"]["restart_turn"]
+    axis.axvline(restart, color="grey", linestyle=":", label=f"kvgate-device restarted before turn {restart}")
+    axis.set_xticks(sorted({r["turn"] for r in rows}))
+    axis.set_yscale("log")
+    axis.set_xlabel("turn (two sessions interleaved; mean of both)")
+    axis.set_ylabel("time to first token (s, log scale)")
+    axis.set_title("SmolLM2-135M, 2 CPU cores: TTFT per turn")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", default="kvgate-cold,kvgate-device,kvgate-ssd,llamacpp")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--shared", type=int, default=2000)
+    parser.add_argument("--per-session", type=int, default=1000)
+    parser.add_argument("--per-turn", type=int, default=200)
+    parser.add_argument("--output", type=int, default=32)
+    parser.add_argument("--restart-turn", type=int, default=6)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    args = parser.parse_args()
+    report = run(args)
+    lines = summarize(report)
+    report["summary"] = lines
+    out = Path(args.out)
+    (out / "agent_cache.json").write_text(json.dumps(report, indent=2))
+    plot(report, out / "agent_cache.png")
+    print("\n".join(lines))
+    print(f"wrote {out / 'agent_cache.json'} and {out / 'agent_cache.png'}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,107 @@
+"""Prompts, tools and judging for bench_fence.py."""
+
+from __future__ import annotations
+
+import random
+
+from kvgate.core.fence.check import check_calls, check_json
+from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams, Tool, ToolChoice
+from kvgate.dialects.chatml_json import ChatmlJson
+from kvgate.dialects.deepseek_dsml import DeepseekDsml
+from kvgate.dialects.glm_xml import GlmXml
+
+DIALECTS = {"chatml_json": ChatmlJson(), "glm_xml": GlmXml("glm47"), "deepseek_dsml": DeepseekDsml("v32")}
+MODES = ("auto", "required", "named", "json")
+CITIES = ["Paris", "Rome", "Tokyo", "Lima", "Oslo", "Cairo", "Seoul", "Quito", "Perth", "Dakar"]
+
+TOOLS = {
+    "get_weather": Tool("get_weather", "Weather forecast for a city", {
+        "type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "days"], "additionalProperties": False}),
+    "convert_units": Tool("convert_units", "Convert a quantity between units", {
+        "type": "object", "properties": {
+            "value": {"type": "number"}, "from_unit": {"type": "string"}, "to_unit": {"type": "string"}},
+        "required": ["value", "from_unit", "to_unit"], "additionalProperties": False}),
+    "search_web": Tool("search_web", "Search the web", {
+        "type": "object", "properties": {
+            "query": {"type": "string", "maxLength": 200}, "max_results": {"type": "integer", "minimum": 1}},
+        "required": ["query"], "additionalProperties": False}),
+    "send_email": Tool("send_email", "Send an email", {
+        "type": "object", "properties": {
+            "to": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "subject": {"type": "string"}, "body": {"type": "string"}, "urgent": {"type": "boolean"}},
+        "required": ["to", "subject", "body"], "additionalProperties": False}),
+}
+
+PROMPTS = {
+    "get_weather": ["What's the weather in {city} for the next {n} days?", "Will it rain in {city} this week?",
+                    "Forecast for {city}, {n} days, in fahrenheit please."],
+    "convert_units": ["Convert {n} miles to kilometers.", "How many pounds is {n} kg?",
+                      "What is {n} degrees celsius in fahrenheit?"],
+    "search_web": ["Search the web for the history of {city}.", "Find news about {city} today.",
+                   "Look up the population of {city}."],
+    "send_email": ["Email bob@example.com that I arrive in {city} on day {n}.",
+                   "Send a mail to ana@example.org with subject 'trip' about {city}."],
+}
+
+ANSWER_SCHEMA = {"type": "object", "properties": {
+    "city": {"type": "string"}, "temperature": {"type": "number"},
+    "conditions": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}},
+    "required": ["city", "temperature", "conditions"], "additionalProperties": False}
+
+
+def build_requests(dialect: str, mode: str, count: int, rng: random.Random) -> list[ChatRequest]:
+    out = []
+    names = sorted(TOOLS)
+    for index in range(count):
+        target = names[index % len(names)]
+        text = rng.choice(PROMPTS[target]).format(city=rng.choice(CITIES), n=rng.randint(1, 9))
+        greedy = SamplingParams(temperature=0.0 if index % 2 == 0 else 0.7, seed=index)
+        if mode == "json":
+            ask = f"Describe the weather in {rng.choice(CITIES)} as JSON with city, temperature and conditions."
+            fmt = ResponseFormat("json_schema", ANSWER_SCHEMA, "weather", True)
+            out.append(ChatRequest(model="smollm2", messages=[Message("user", ask)], sampling=greedy,
+                                   response_format=fmt))
+            continue
+        others = [n for n in names if n != target]
+        tools = [TOOLS[target]] + [TOOLS[n] for n in rng.sample(others, 2)]
+        rng.shuffle(tools)
+        choice = ToolChoice("named", target) if mode == "named" else ToolChoice(mode)
+        out.append(ChatRequest(model="smollm2", messages=[Message("user", text)], tools=tools,
+                               tool_choice=choice, sampling=greedy))
+    return out
+
+
+def judge(dialect: str, mode: str, requests: list[ChatRequest], outputs: list[tuple[list[int], str]],
+          runtime) -> dict:
+    """Counts of valid outputs (see the bench docstring)."""
+    valid = attempted = text_only = cut = 0
+    examples: list[str] = []
+    for request, (tokens, reason) in zip(requests, outputs):
+        text = runtime.tokenizer.decode(tokens, skip_special_tokens=False)
+        if mode == "json":
+            verdict = check_json(text, request.response_format.schema)
+            must = True
+        else:
+            verdict = check_calls(DIALECTS[dialect], request.tools, text)
+            if mode == "named" and verdict.ok:
+                wanted = request.tool_choice.name
+                if not verdict.calls or any(name != wanted for name, _ in verdict.calls):
+                    verdict.problems.append("wrong tool")
+            if mode != "auto" and verdict.ok and not verdict.calls:
+                verdict.problems.append("no call")
+            must = mode != "auto" or bool(verdict.calls) or DIALECTS[dialect].trigger in text
+        if not must:
+            text_only += 1
+            continue
+        attempted += 1
+        cut += reason == "length"
+        if verdict.ok:
+            valid += 1
+        elif len(examples) < 2:
+            examples.append(f"{verdict.problems[:2]} :: {text[-160:]!r}")
+    share = valid / attempted if attempted else None
+    return {"outputs": len(outputs), "must_hold": attempted, "valid": valid, "valid_share": share,
+            "plain_text": text_only, "cut_by_length": cut, "bad_examples": examples}

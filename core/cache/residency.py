@@ -1,0 +1,75 @@
+"""Keeping finished state resident, giving it back, and reclaiming blocks (engine thread)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kvgate.core.runtime import Session
+
+
+class Residency:
+    """Mixin of :class:`kvgate.core.cache.manager.CacheManager`: admission and eviction."""
+
+    def finish(self, namespace: str, session: Session, cache_key: Optional[str]) -> None:
+        """The request finished: its terminal state stays resident (the cache owns ``session``)."""
+        if self.pool.owns(session):
+            kept = self.runtime.fork(session)
+            self.pool.give(session)
+            session = kept
+        if self.device is None or session.length == 0:
+            if self.ssd is not None:
+                self.backups.back_up(namespace, session, cache_key, 1, wait=False)
+            self.runtime.release(session)
+            return
+        entry, is_new = self.device.admit(namespace, session, cache_key)
+        if is_new:
+            entry.backed_up = self.backups.back_up(namespace, entry.session, entry.cache_key, entry.round, wait=False)
+        for old in self.device.superseded(entry):
+            self._evict(old, back_up=False)
+        while self.device.over_budget() and self._evict_one():
+            pass
+        self._update_gauges()
+
+    def discard(self, session: Session) -> None:
+        """The request was cancelled or failed: give its state back."""
+        self.pool.give(session)
+
+    def reclaim(self, blocks_needed: int) -> int:
+        """Evict (backing up first) until ``blocks_needed`` blocks are free; returns blocks freed."""
+        before = self.runtime.pool_stats()["blocks_free"]
+        while self.device is not None and self.runtime.pool_stats()["blocks_free"] < blocks_needed:
+            if not self._evict_one():
+                break
+        self._update_gauges()
+        return self.runtime.pool_stats()["blocks_free"] - before
+
+    def _evict_one(self) -> bool:
+        victim = self.device.next_victim()
+        if victim is None:
+            return False
+        self._evict(victim, back_up=True)
+        return True
+
+    def _evict(self, entry, back_up: bool) -> None:
+        if back_up and not entry.backed_up:
+            entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key, entry.round,
+                                                   wait=True)
+        self.device.remove(entry)
+        self.metrics.evictions.labels(tier="device").inc()
+
+    def _update_gauges(self) -> None:
+        if self.device is not None:
+            self.metrics.device_bytes.set(self.device.resident_bytes())
+            self.metrics.device_entries.set(sum(t.size for t in self.device.tries.values()))
+
+    def close(self) -> None:
+        """Back up what is resident and not yet on SSD, flush the writer, close the store."""
+        if self.device is not None:
+            for entry in self.device.entries():
+                if not entry.backed_up:
+                    entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key,
+                                                           entry.round, wait=True)
+                self.device.remove(entry)
+        for tier in ([self.ssd] if self.ssd is not None else []) + self.unused_tiers:
+            if hasattr(tier, "close"):
+                tier.close()

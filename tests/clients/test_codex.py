@@ -1,0 +1,125 @@
+"""The real Codex CLI (``codex exec``) against kvgate on loopback, with the embedded model.
+
+Codex's request is ~9-12K tokens, over SmolLM2's trained 8,192, so the server runs with the
+documented context extension (``model.max_context`` + ``model.allow_context_extension``); at the
+default limit the overflow must reach Codex as ``context_length_exceeded``. Codex is installed
+from npm once into the repository's ignored ``.cache/codex``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.harness import ServerProcess
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+CODEX_DIR = REPO / ".cache" / "codex"
+PROMPT = "Reply with one word: yes or no?"
+EXTENDED = {"model": {"max_context": 16384, "allow_context_extension": True}, "server": {"log_requests": True}}
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    binary = CODEX_DIR / "node_modules" / ".bin" / "codex"
+    if not binary.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed")
+        CODEX_DIR.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["npm", "install", "--prefix", str(CODEX_DIR), "@openai/codex"],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not binary.exists():
+            pytest.skip(f"could not install @openai/codex from npm: {done.stderr[-500:]}")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with ServerProcess(tmp_path_factory.mktemp("codex"), EXTENDED) as proc:
+        yield proc
+
+
+def codex_config(base_url: str, websockets: bool) -> str:
+    return f"""model = "smollm2"
+model_provider = "local"
+approval_policy = "never"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.local]
+name = "kvgate"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "LOCAL_API_KEY"
+supports_websockets = {"true" if websockets else "false"}
+websocket_connect_timeout_ms = 600000
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+"""
+
+
+def run_codex(codex_bin: Path, server: ServerProcess, workdir: Path, websockets: bool) -> tuple[int, list, str]:
+    """Run ``codex exec --json`` in a throwaway home; return its exit code, JSON events and stderr."""
+    home, codex_home, cwd = workdir / "home", workdir / "codex-home", workdir / "cwd"
+    for folder in (home, codex_home, cwd):
+        folder.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(codex_config(server.base_url, websockets))
+    env = {"PATH": f"{codex_bin.parent}:{os.environ['PATH']}", "HOME": str(home), "CODEX_HOME": str(codex_home),
+           "LOCAL_API_KEY": "dummy", "TERM": "dumb"}
+    done = subprocess.run([str(codex_bin), "exec", "--skip-git-repo-check", "--json", PROMPT], env=env, cwd=cwd,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, events, done.stderr
+
+
+def agent_messages(events: list) -> list[str]:
+    return [e["item"]["text"] for e in events
+            if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"]
+
+
+def turn_usage(events: list) -> dict:
+    return next(e["usage"] for e in events if e.get("type") == "turn.completed")
+
+
+def test_codex_exec_over_http(codex_bin, server, tmp_path):
+    before = len(server.log())
+    code, events, stderr = run_codex(codex_bin, server, tmp_path, websockets=False)
+    assert code == 0, (events, stderr)
+    assert agent_messages(events) and agent_messages(events)[0].strip()
+    assert turn_usage(events)["input_tokens"] > 8192  # served past the trained context
+    log = server.log()[before:]
+    assert "POST /v1/responses 200" in log and "WEBSOCKET" not in log
+
+
+def test_codex_exec_over_websocket(codex_bin, server, tmp_path):
+    before = len(server.log())
+    code, events, stderr = run_codex(codex_bin, server, tmp_path, websockets=True)
+    assert code == 0, (events, stderr)
+    assert agent_messages(events) and agent_messages(events)[0].strip()
+    log = server.log()[before:]
+    assert log.count("WEBSOCKET /v1/responses 101") == 1 and "POST /v1/responses" not in log
+    # Codex warms the socket up, then continues from the warm-up by previous_response_id
+    assert "responses websocket: warm-up" in log
+    assert "responses websocket: response.create" in log and "previous_response_id resp_" in log
+
+
+def test_codex_sees_context_overflow_at_the_default_limit(codex_bin, tmp_path):
+    with ServerProcess(tmp_path / "server", {"server": {"log_requests": True}}) as default_server:
+        code, events, stderr = run_codex(codex_bin, default_server, tmp_path / "client", websockets=False)
+        log = default_server.log()
+    assert code != 0 and not agent_messages(events)
+    failures = [e for e in events if e.get("type") == "turn.failed"]
+    assert failures and "context window" in failures[0]["error"]["message"]
+    assert "POST /v1/responses 200" in log

@@ -1,0 +1,46 @@
+"""Run requests through the real engine (worker thread, continuous batch) with a fence, for the
+speculative-decoding tests and the fence bench."""
+
+from __future__ import annotations
+
+import queue
+from typing import Optional
+
+from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.core.config import Config, EngineConfig
+from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.speculative import speculative_decode_step
+from kvgate.core.fence import build_request_fence
+from kvgate.core.types import ChatRequest
+
+
+def make_engine(runtime, speculative: int = 0) -> Engine:
+    engine = Engine(runtime, EngineConfig(speculative_ngram=speculative, max_batch=8))
+    if speculative:
+        engine.speculative = speculative_decode_step
+    engine.start()
+    return engine
+
+
+def prompt_tokens(runtime, dialect, request: ChatRequest) -> list[int]:
+    text = JinjaChatFormat(runtime.chat_template, dialect, runtime.special_tokens).render(request)
+    return list(runtime.tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def generate(engine: Engine, runtime, dialect, request: ChatRequest, info, config: Config, pm,
+             max_tokens: int, fenced: bool = True) -> tuple[list[int], SequenceDone, Optional[object]]:
+    """(output tokens, done message, the fence) of one request."""
+    inbox: queue.Queue = queue.Queue()
+    fence = build_request_fence(request, dialect, info, config, pm) if fenced else None
+    seq = Sequence(prompt=prompt_tokens(runtime, dialect, request), params=request.sampling,
+                   max_tokens=max_tokens, stop_token_ids=frozenset(runtime.info.eos_token_ids),
+                   deliver=inbox.put, fence=fence)
+    engine.submit(seq)
+    out: list[int] = []
+    while True:
+        message = inbox.get(timeout=300)
+        if isinstance(message, TokenOut):
+            out.append(message.token)
+        elif isinstance(message, SequenceDone):
+            return out, message, fence

@@ -1,0 +1,69 @@
+"""N-gram speculative decoding: proposals, and equality with plain decoding under greedy sampling
+on the real engine and model, fenced and unfenced."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvgate.core.config import Config
+from kvgate.core.engine import speculative
+from kvgate.core.engine.speculative import propose_ngram
+from kvgate.core.fence import tokenizer_info
+from kvgate.core.types import ChatRequest, Message, SamplingParams, ToolChoice
+from kvgate.dialects.chatml_json import ChatmlJson
+from tests.fence.conftest import WEATHER
+from tests.fence.engine_run import generate, make_engine
+
+
+def test_propose_ngram_continues_the_latest_match():
+    tokens = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3]
+    assert propose_ngram(tokens, 2) == [7, 8]
+    assert propose_ngram(tokens, 10, ngram=3) == [7, 8, 1, 2, 3]
+    assert propose_ngram([1, 2, 3], 4) == []
+    assert propose_ngram([5, 6, 5], 3) == [6, 5]  # falls back to shorter n-grams
+    assert propose_ngram(tokens, 0) == []
+
+
+REPEAT = "Repeat this list exactly three times: apple, banana, cherry, date, elderberry."
+
+
+def requests() -> list[tuple[str, ChatRequest, bool]]:
+    greedy = SamplingParams(temperature=0.0)
+    plain = ChatRequest(model="m", messages=[Message("user", REPEAT)], sampling=greedy)
+    tool = ChatRequest(model="m", messages=[Message("user", "Weather in Paris and Rome for 3 days?")],
+                       tools=[WEATHER], tool_choice=ToolChoice("required"), sampling=greedy)
+    named = ChatRequest(model="m", messages=[Message("user", "Weather in Oslo?")], tools=[WEATHER],
+                        tool_choice=ToolChoice("named", "get_weather"), sampling=greedy)
+    return [("unfenced", plain, False), ("guarded", plain, True), ("tool-required", tool, True),
+            ("tool-named", named, True)]
+
+
+@pytest.fixture(scope="module")
+def engines(smollm2_runtime):
+    plain, spec = make_engine(smollm2_runtime, 0), make_engine(smollm2_runtime, 4)
+    yield plain, spec
+    plain.stop()
+    spec.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label,request_,fenced", requests(), ids=[r[0] for r in requests()])
+def test_speculation_changes_nothing_under_greedy(smollm2_runtime, engines, pm, monkeypatch, label, request_, fenced):
+    runtime, config = smollm2_runtime, Config()
+    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
+    accepted: list[int] = []
+    original = speculative.verify
+
+    def counting(seq, rows, draft, forced):
+        chosen, work = original(seq, rows, draft, forced)
+        accepted.append(len(chosen) - 1)
+        return chosen, work
+
+    monkeypatch.setattr(speculative, "verify", counting)
+    plain, spec = engines
+    dialect = ChatmlJson()
+    without, done_a, _ = generate(plain, runtime, dialect, request_, info, config, pm, 48, fenced)
+    with_spec, done_b, fence = generate(spec, runtime, dialect, request_, info, config, pm, 48, fenced)
+    assert with_spec == without, (runtime.tokenizer.decode(without), runtime.tokenizer.decode(with_spec))
+    assert done_a.reason == done_b.reason
+    assert sum(accepted) > 0  # drafts were really accepted, so the comparison means something
