@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--json", default="", help="write the results here too")
     parser.add_argument("--no-unfenced", action="store_true", help="skip the runs without a fence")
+    parser.add_argument("--unfenced-speculative", action="store_true",
+                        help="also run without a fence with speculation (validity as without it under greedy)")
     args = parser.parse_args()
 
     import torch
@@ -53,7 +55,7 @@ def main() -> None:
         for mode in args.modes.split(","):
             requests = build_requests(dialect_name, mode, args.prompts, random.Random(7))
             for fenced in ([True] if args.no_unfenced else [True, False]):
-                for spec in (0, args.speculative):
+                for spec in (0, args.speculative) if (fenced or args.unfenced_speculative) else (0,):
                     timings = Timings()
                     started = time.perf_counter()
                     outputs = run_cell(runtime, info, pm, dialect_name, requests, args.max_tokens, fenced,

@@ -195,7 +195,7 @@ class _Run:
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []
         if self.stop_sequence is None:
-            tail = self.stops.flush(self.detok.flush())
+            tail = self.stops.flush(self.detok.flush().rstrip("\ufffd"))  # a character cut off by the limit
             if tail:
                 events += self._parse(self.parser.feed(tail))
         events += self._parse(self.parser.finish())

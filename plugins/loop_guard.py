@@ -2,7 +2,8 @@
 
 Detects, on the tokens chosen so far:
 
-* one token repeated ``max_token_repeats`` times in a row -> that token is excluded next;
+* one token repeated ``max_token_repeats`` times in a row -> that token is excluded next (a run
+  never grows longer than ``max_token_repeats``);
 * a pattern of period ``2..max_pattern_period`` about to complete its ``min_pattern_repeats``-th
   repetition -> the token that would complete it is excluded (periods that are multiples of a
   shorter detected period are left to the shorter one);
@@ -73,7 +74,7 @@ class LoopGuard:
     def banned(self) -> list[int]:
         tokens = self.tokens
         out: list[int] = []
-        if tokens and self.runs[1] + 1 >= self.max_repeats - 1:
+        if tokens and self.runs[1] + 1 >= self.max_repeats:
             out.append(tokens[-1])
         out += self._pattern_successor()
         out += self._reopening()

@@ -6,8 +6,9 @@ from typing import Any, Iterable, Optional
 
 import attrs
 
+from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.adapters.openai_chat.render import (
-    CALL_PREFIX, ResponseMeta, extension, finish_reason, log_issue, merge_issues, usage_object, wire_tool_name,
+    ResponseMeta, extension, finish_reason, log_issue, merge_issues, usage_object, wire_tool_name,
 )
 from kvgate.core.types import (
     Event, Finished, ParseIssue, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart,

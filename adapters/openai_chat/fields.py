@@ -82,7 +82,8 @@ def element(value: Any, kind: type, path: str) -> Any:
     return value
 
 
-def choice(obj: dict, key: str, allowed: tuple[str, ...], param: str = "", default: Optional[str] = None) -> Optional[str]:
+def choice(obj: dict, key: str, allowed: tuple[str, ...], param: str = "",
+           default: Optional[str] = None) -> Optional[str]:
     """A string that must be one of ``allowed``."""
     value = typed(obj, key, str, param, default=default)
     if value is not None and value not in allowed:

@@ -23,7 +23,8 @@ _MEDIA_PARTS = {"image_url": "image", "input_audio": "audio", "file": "file"}
 
 
 def strip_call_prefix(call_id: str) -> str:
-    return call_id[len(CALL_PREFIX):] if call_id.startswith(CALL_PREFIX) and len(call_id) > len(CALL_PREFIX) else call_id
+    has_prefix = call_id.startswith(CALL_PREFIX) and len(call_id) > len(CALL_PREFIX)
+    return call_id[len(CALL_PREFIX):] if has_prefix else call_id
 
 
 def convert_messages(raw: Any, has_vision: bool) -> list[Message]:
@@ -78,7 +79,8 @@ def part_text(part: Any, path: str, has_vision: bool) -> str:
         return typed(part, "refusal", str, path, required=True)
     if kind in _MEDIA_PARTS:
         media = _MEDIA_PARTS[kind]
-        reason = "this model has no vision" if kind == "image_url" and not has_vision else "this server accepts text only"
+        no_vision = kind == "image_url" and not has_vision
+        reason = "this model has no vision" if no_vision else "this server accepts text only"
         raise InvalidRequest(f"'{path}' is {media} input, but {reason}; send text content parts.", param=path)
     raise InvalidRequest(f"Invalid value for '{join(path, 'type')}': {kind!r}. Supported content part types "
                          "are 'text', 'image_url', 'input_audio' and 'file'.", param=join(path, "type"))

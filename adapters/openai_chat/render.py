@@ -17,7 +17,6 @@ from typing import Any, Optional
 
 import attrs
 
-from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.core.types import ChatRequest, Finished, ParseIssue, Usage
 
 log = logging.getLogger("kvgate.adapters.openai_chat")
@@ -36,8 +35,10 @@ class ResponseMeta:
 
 
 def new_meta(model: str, request: ChatRequest, include_usage: bool = False) -> ResponseMeta:
+    # allowed_tools narrowed to one tool is a named choice internally, but not one the client named
+    named = request.tool_choice.mode == "named" and not request.extra.get("allowed_tools")
     return ResponseMeta(id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=model,
-                        named_tool_choice=request.tool_choice.mode == "named", include_usage=include_usage)
+                        named_tool_choice=named, include_usage=include_usage)
 
 
 def finish_reason(reason: str, made_tool_calls: bool, named_tool_choice: bool) -> str:

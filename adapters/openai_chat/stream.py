@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.adapters.openai_chat.render import (
-    CALL_PREFIX, ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, merge_issues,
+    ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, merge_issues,
     usage_object, wire_tool_name,
 )
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import openai_error_body, sse_event
 from kvgate.core.types import (
-    Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallArgsDelta, ToolCallEnd,
+    Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd,
     ToolCallStart,
 )
 

@@ -66,7 +66,12 @@ class ChunkFiles:
                         previous_key=previous, expected_tokens=record.tokens[start:end],
                         bytes_per_token=self.bytes_per_token, max_tokens=record.chunk_tokens))
             except OSError as exc:
-                raise BadChunk(f"chunk {index} unreadable: {exc}") from None
+                error = BadChunk(f"chunk {index} unreadable: {exc}")
+                error.key = key
+                raise error from None
+            except BadChunk as exc:
+                exc.key = key
+                raise
             previous = key
         return out
 

@@ -35,7 +35,9 @@ TRAILER = 4
 
 
 class BadChunk(ValueError):
-    """A chunk file that fails validation (damaged, truncated, foreign or stale)."""
+    """A chunk file that fails validation (damaged, truncated, foreign or stale); ``key`` names it."""
+
+    key: bytes | None = None
 
 
 def encode_chunk(namespace_digest: bytes, key: bytes, tokens: Sequence[int], payload: bytes) -> bytes:

@@ -75,7 +75,7 @@ class CacheManager(Restores, Residency):
             plan.payload = self.ssd.read(plan.snapshot, plan.cached_tokens)
             plan.needs_load = False
         except BadChunk as exc:
-            self.ssd.drop_bad(plan.snapshot, str(exc))
+            self.ssd.drop_bad(plan.snapshot, str(exc), exc.key)
             plan.go_device()
         except Exception as exc:  # e.g. out of memory: compute instead, keep the snapshot
             log.warning("SSD cache: reading %s failed (%s); computing instead", plan.snapshot.id, exc)

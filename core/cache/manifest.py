@@ -24,12 +24,16 @@ GENERATION_KEY = "generation"
 log = logging.getLogger("kvgate.cache")
 
 
+class PickledKey(bytes):
+    """A manifest key that was stored as a pickle (not by kvgate): shown as raw bytes, ignored."""
+
+
 class JsonOnlyDisk(diskcache.Disk):
     """A diskcache Disk that stores bytes and str as they are and refuses to unpickle anything."""
 
     def get(self, key, raw):
         if not raw:
-            raise BadRecord("manifest key stored as a pickle")
+            return PickledKey(bytes(key))  # never unpickled; records() skips it
         return super().get(key, raw)
 
     def fetch(self, mode, filename, value, read):

@@ -142,6 +142,15 @@ class SsdStore:
                 self.files.remove(key)
         return record
 
+    def remove_chunk(self, key: bytes) -> list[SnapshotRecord]:
+        """Delete a damaged chunk file and drop every snapshot that names it; returns those."""
+        dropped = [r for r in list(self.records.values()) if key in r.chunks]
+        for record in dropped:
+            self.drop(record.id, pinned=[key])
+        self.total_bytes -= self.chunk_sizes.pop(key, 0)
+        self.files.remove(key)
+        return dropped
+
     def over_capacity(self) -> list[SnapshotRecord]:
         """Least recently used snapshots to drop so the chunk files fit ``capacity_bytes``."""
         excess = self.total_bytes - self.capacity_bytes

@@ -84,12 +84,14 @@ class SsdTier:
     def read(self, record: SnapshotRecord, tokens_needed: int) -> list[tuple[list[int], bytes]]:
         return self.store.read(record, -(-tokens_needed // record.chunk_tokens))
 
-    def drop_bad(self, record: SnapshotRecord, reason: str) -> None:
+    def drop_bad(self, record: SnapshotRecord, reason: str, bad_key: Optional[bytes] = None) -> None:
+        """Forget a snapshot that failed validation; the damaged chunk goes too, with every
+        snapshot that names it (a later commit must never reuse a damaged file)."""
         log.warning("SSD cache: dropping damaged snapshot %s (%d tokens): %s", record.id, len(record.tokens), reason)
         self.metrics.bad_snapshots.inc()
         with self.lock:
             self.index.remove(record)
-        self.jobs.put(("drop", record, None))
+        self.jobs.put(("drop", record, bad_key))
 
     # --- writer thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -105,10 +107,7 @@ class SsdTier:
                 elif kind == "touch":
                     self.store.touch(subject, extra)
                 elif kind == "drop":
-                    with self.lock:
-                        if self.store.records.get(subject.id) is subject:  # not re-committed meanwhile
-                            self.store.drop(subject.id, pinned=+self.pins)
-                    self._update_gauges()
+                    self._drop_damaged(subject, extra)
             except Exception as exc:  # the writer must survive a bad disk
                 log.warning("SSD cache writer: %s of %s failed: %s", kind, getattr(subject, "id", subject), exc)
                 self.metrics.backup_failures.inc()
@@ -131,6 +130,15 @@ class SsdTier:
                 self.pending_bytes -= size
                 self.lock.notify_all()
             self._update_gauges()
+
+    def _drop_damaged(self, record: SnapshotRecord, bad_key: Optional[bytes]) -> None:
+        with self.lock:
+            if self.store.records.get(record.id) is record:  # not re-committed meanwhile
+                self.store.drop(record.id, pinned=+self.pins)
+            if bad_key is not None:
+                for other in self.store.remove_chunk(bad_key):
+                    self.index.remove(other)
+        self._update_gauges()
 
     def _drop_locked(self, record: SnapshotRecord) -> None:
         self.index.remove(record)

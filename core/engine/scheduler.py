@@ -36,6 +36,7 @@ class Engine:
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvgate-load")
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
+        self._in_flight = 0  # submitted and not yet finished, wherever they are
         self.speculative = None  # optional speculative decode step (see core/engine/speculative.py)
 
     # --- called from any thread -----------------------------------------------------------------
@@ -52,12 +53,13 @@ class Engine:
         self._loader.shutdown(wait=False, cancel_futures=True)
 
     def load(self) -> int:
-        return len(self._inbox) + len(self._waiting) + len(self._running)
+        return self._in_flight
 
     def submit(self, seq: Sequence) -> None:
         with self._wake:
-            if self.load() >= self.config.max_queue:
+            if self._in_flight >= self.config.max_queue:
                 raise Overloaded(f"The request queue is full ({self.config.max_queue} requests); retry shortly.")
+            self._in_flight += 1
             self._inbox.append(seq)
             self._wake.notify()
 
@@ -81,7 +83,7 @@ class Engine:
                 self._turn(new)
             except Exception:  # a bug must not kill the engine thread: fail what is in flight
                 log.exception("engine step failed")
-                for seq in self._waiting + self._running:
+                for seq in self._waiting + self._running + [s for s in new if s.phase is not Phase.DONE]:
                     self._finish(seq, SequenceDone("error", RuntimeError("internal engine error")))
         for seq in list(self._inbox) + self._waiting + self._running:
             self._finish(seq, SequenceDone("cancelled"))
@@ -131,20 +133,34 @@ class Engine:
         self._running.append(seq)
 
     def _finish(self, seq: Sequence, done: SequenceDone) -> None:
+        """Release or cache the sequence's state and tell its consumer; never raises."""
         if seq.phase is Phase.DONE:
             return
         for bucket in (self._waiting, self._running):
             if seq in bucket:
                 bucket.remove(seq)
-        if seq.session is not None:
-            if done.reason in ("stop", "length") and not seq.cancelled:
-                self.cache.finish(seq.namespace, seq.session, seq.cache_key)
-            else:
-                self.cache.discard(seq.session)
-            seq.session = None
         seq.phase = Phase.DONE
-        if seq.fence is not None:
-            done.guard_interventions = getattr(seq.fence, "interventions", 0)
-        seq.deliver(done)
+        try:
+            self._hand_back_state(seq, done)
+        except Exception:
+            log.exception("could not hand back the state of sequence %d", seq.id)
+        finally:
+            seq.session = None
+            with self._wake:
+                self._in_flight -= 1
+            if seq.fence is not None:
+                done.guard_interventions = getattr(seq.fence, "interventions", 0)
+            try:
+                seq.deliver(done)
+            except RuntimeError:  # the consumer's event loop is gone (server shutting down)
+                pass
+
+    def _hand_back_state(self, seq: Sequence, done: SequenceDone) -> None:
+        if seq.session is None:
+            return
+        if done.reason in ("stop", "length") and not seq.cancelled:
+            self.cache.finish(seq.namespace, seq.session, seq.cache_key)
+        else:
+            self.cache.discard(seq.session)
 
     finish = _finish

@@ -8,6 +8,7 @@ import attrs
 
 from kvgate.core.config import Config
 from kvgate.core.fence.backend import grammar_backend
+from kvgate.core.fence.budget import BudgetPlan
 from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.grammar import literals_in
 from kvgate.core.fence.grammars import grammar_for
@@ -42,6 +43,14 @@ def verify_dialect(info: TokenizerInfo, dialect: Any) -> None:
     info.verify_literals(f"dialect {getattr(dialect, 'name', '?')!r}", literals.values())
 
 
+def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Any, config: Config, pm) -> None:
+    """Do the one-time work (tokenizer tables, backend, literal check) before the first request."""
+    if config.fence.enabled:
+        verify_dialect(tokenizer_info, dialect)
+        grammar_backend(pm, config.fence.backend, tokenizer_info)
+        closer_for(tokenizer_info, dialect)
+
+
 def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: TokenizerInfo, config: Config,
                         pm, *, start_in: str = "content") -> Optional[RequestFence]:
     """The fence of one request, or None when nothing constrains it (and guards are off).
@@ -69,8 +78,10 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         guards = build_guards(pm, setup)
     if matcher is None and not guards:
         return None
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, closer, tokenizer_info.eos_ids, prefer,
-                        getattr(dialect, "trigger", "") or "", call_cost)
+    plan_state = None
+    if matcher is not None:
+        plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost)
+    return RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids)
 
 
 def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:

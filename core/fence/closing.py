@@ -40,7 +40,6 @@ class Closer:
         self.closers = np.array([i for i in real if set(pieces[i]) <= CLOSERS], dtype=np.int64)
         self.separators = np.array([i for i in real if set(pieces[i]) <= SEPARATORS], dtype=np.int64)
         self.values = np.array([i for i in real if pieces[i] in VALUES], dtype=np.int64)
-        self.bits = np.zeros(bitmask_words(self.vocab), dtype=np.int32)
 
     def preferred(self, names: list[str]) -> np.ndarray:
         """Tokens that start spelling one of ``names`` (the required parameters): when the path
@@ -94,8 +93,9 @@ class Closer:
             tokens = self.encode(rest)
             if tokens and state.allows(tokens) == len(tokens):
                 return tokens
-        state.fill_mask(self.bits)
-        allowed = unpack(self.bits, self.vocab)
+        bits = np.zeros(bitmask_words(self.vocab), dtype=np.int32)  # per call: fences run on several threads
+        state.fill_mask(bits)
+        allowed = unpack(bits, self.vocab)
         groups = (self.closers, self.separators, self.values) + ((prefer,) if prefer is not None else ())
         for group in groups:
             hits = group[allowed[group]] if group.size else group

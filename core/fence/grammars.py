@@ -35,8 +35,10 @@ def calls_part(first: Node, separator: str, plan: FencePlan) -> Node:
 
 
 def answer_part(plan: FencePlan, excludes: tuple[str, ...]) -> Node:
+    """The answer: JSON for a response format (the trigger kept out of its strings), else text."""
     if plan.response_schema is not None:
-        return json_node(plan.response_schema)
+        schema = exclude_markup(plan.response_schema, excludes) if plan.tools else plan.response_schema
+        return json_node(schema)
     return FreeText(excludes)
 
 

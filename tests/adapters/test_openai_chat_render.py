@@ -13,11 +13,11 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from kvgate.adapters.openai_chat.completion import collect, completion_object
-from kvgate.adapters.openai_chat.render import ResponseMeta
+from kvgate.adapters.openai_chat.render import ResponseMeta, new_meta
 from kvgate.adapters.openai_chat.stream import KEEP_ALIVE, ChunkRenderer
 from kvgate.core.types import (
-    Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallArgsDelta, ToolCallEnd,
-    ToolCallStart, Usage,
+    ChatRequest, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallArgsDelta, ToolCallEnd,
+    Tool, ToolCallStart, ToolChoice, Usage,
 )
 
 USAGE = Usage(prompt_tokens=20, completion_tokens=9, reasoning_tokens=4, cached_tokens_device=10, cached_tokens_ssd=6)
@@ -91,6 +91,16 @@ def test_finish_reason_rules_in_both_modes(reason, named, calls, expected):
     assert body["choices"][0]["finish_reason"] == expected
     chunks = [p for p in payloads(render_stream(events, meta(named))) if p != "[DONE]"]
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == expected
+
+
+def test_only_a_named_function_choice_finishes_with_stop():
+    tools = [Tool(name="f"), Tool(name="g")]
+    named = ChatRequest(model="m", messages=[], tools=tools, tool_choice=ToolChoice(mode="named", name="f"))
+    assert new_meta("m", named).named_tool_choice
+    allowed = ChatRequest(model="m", messages=[], tools=tools, tool_choice=ToolChoice(mode="named", name="f"),
+                          extra={"allowed_tools": ["f"]})
+    assert not new_meta("m", allowed).named_tool_choice
+    assert not new_meta("m", ChatRequest(model="m", messages=[], tools=tools)).named_tool_choice
 
 
 def test_stream_tool_calls_follow_the_fragment_rules():

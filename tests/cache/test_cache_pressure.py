@@ -22,7 +22,7 @@ def rss_bytes() -> int:
 def test_a_thousand_cancelled_restores_keep_pool_and_memory_flat(tmp_path, cache_runtime):
     rt = cache_runtime
     manager = make_manager(cache_config(tmp_path), rt)
-    tokens = text_tokens(rt, long_text(8, 30))
+    tokens = text_tokens(rt, long_text(8, 30))[:24]
     _, _, stored = run_request(manager, rt, tokens, output_tokens=1)
     manager.reclaim(10**9)
     manager.ssd.flush()

@@ -143,3 +143,50 @@ def test_chunk_of_another_snapshot_is_rejected(tmp_path):
     with pytest.raises(BadChunk):
         store.read(a, 2)
     store.close()
+
+
+def test_damaged_chunk_is_removed_so_a_later_commit_rewrites_it(tmp_path):
+    store = open_store(tmp_path)
+    tokens = list(range(16))
+    record = store.commit(pending("ns", tokens, C))
+    other = store.commit(pending("ns", tokens + [99], C))
+    path = store.chunk_path(record.chunks[0])
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0x40  # same size: a size check alone would let a commit reuse it
+    path.write_bytes(bytes(data))
+    dropped = store.remove_chunk(record.chunks[0])
+    assert {r.id for r in dropped} == {record.id, other.id} and not path.exists()
+    again = store.commit(pending("ns", tokens, C))
+    assert store.read(again, 2)[0][0] == tokens[:8]
+    store.close()
+
+
+def test_unreadable_manifest_is_moved_aside_and_the_store_starts_empty(tmp_path, caplog):
+    store = open_store(tmp_path)
+    store.commit(pending("ns", list(range(16)), C))
+    store.close()
+    for db in (tmp_path / "manifest").glob("cache.db*"):
+        db.write_bytes(b"this is not sqlite" * 100)
+    again = open_store(tmp_path)
+    assert again.records == {} and list(tmp_path.glob("manifest.corrupt-*"))
+    assert "unreadable" in caplog.text
+    assert again.remove_orphans() == 2  # the chunks of the lost snapshot
+    again.close()
+
+
+def test_malformed_and_pickled_records_are_dropped_at_start(tmp_path):
+    import pickle
+
+    store = open_store(tmp_path)
+    good = store.commit(pending("ns", list(range(16)), C))
+    store.manifest.cache.set("snap:bad-json", b"{not json")
+    store.manifest.cache.set("snap:wrong-shape", b'{"v": 1, "id": 5}')
+    store.manifest.cache.set("snap:pickled", pickle.dumps({"v": 1}))  # bytes: stored raw, not unpickled
+    store.manifest.cache.set("snap:object", {"v": 1})  # stored by diskcache as a pickle: refused
+    store.manifest.cache.set(("snap:", "tuple key"), b"{}")  # a pickled key: never unpickled, ignored
+    store.close()
+    again = open_store(tmp_path)
+    assert set(again.records) == {good.id}
+    assert {key for key, _ in again.dropped_at_load} == {"snap:bad-json", "snap:wrong-shape", "snap:pickled",
+                                                         "snap:object"}
+    again.close()

@@ -41,7 +41,7 @@ def test_calls_close_within_the_budget(smol_info, smol_tokenizer, pm, config, di
     """With ``spare`` tokens more than the shortest complete call, the call always completes."""
     config.guard.enabled = False
     fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm)
-    shortest = fence.closer.path(fence.matcher, prefer=fence.prefer)
+    shortest = fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer)
     budget = len(shortest) + spare
     text = run_to_budget(fence, smol_tokenizer, " hello", budget)
     verdict = check_calls(dialect, [WEATHER], text)

@@ -143,3 +143,12 @@ def test_json_values_are_exactly_json_dumps(drive, value):
 def test_tool_with_defs_and_nested_objects(drive, tool):
     call = D.render_tool_call(tool.name, args(city="x", days=7) if tool is WEATHER else args())
     assert drive(D, request("required")).accepts(call)
+
+
+def test_json_answer_with_tools_rendered_keeps_the_trigger_out(drive):
+    schema = {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]}
+    both = request("none", response=ResponseFormat("json_schema", schema, "n", True))
+    assert drive(D, both).accepts(json.dumps({"note": "plain"}))
+    assert not drive(D, both).accepts(json.dumps({"note": "a <tool_call> b"}))
+    either = request("auto", response=ResponseFormat("json_schema", schema, "n", True))
+    assert drive(D, either).accepts(CALL) and drive(D, either).accepts(json.dumps({"note": "x"}))

@@ -67,3 +67,28 @@ def test_speculation_changes_nothing_under_greedy(smollm2_runtime, engines, pm, 
     assert with_spec == without, (runtime.tokenizer.decode(without), runtime.tokenizer.decode(with_spec))
     assert done_a.reason == done_b.reason
     assert sum(accepted) > 0  # drafts were really accepted, so the comparison means something
+
+
+def test_a_draft_that_completes_a_loop_is_cut_where_the_guard_bans_it(smol_info, pm):
+    """Verification samples fenced logits, so a drafted loop token is rejected at its position."""
+    import torch
+
+    from kvgate.core.engine.sequence import Sequence
+    from kvgate.core.fence import build_request_fence
+
+    config = Config()
+    config.guard.max_token_repeats = 4
+    plain = ChatRequest(model="m", messages=[Message("user", "x")])
+    fence = build_request_fence(plain, ChatmlJson(), smol_info, config, pm)
+    seq = Sequence(prompt=[1, 2], params=SamplingParams(temperature=0.0), max_tokens=20,
+                   stop_token_ids=frozenset([2]), deliver=lambda m: None, fence=fence)
+    for token in (7, 7):
+        seq.output.append(token)
+        fence.advance(token)
+    rows = torch.zeros(4, smol_info.vocab_size)
+    rows[:, 7] = 10.0  # the model would repeat 7 forever
+    rows[:, 8] = 5.0
+    chosen, work = speculative.verify(seq, rows, [7, 7, 7], 0)
+    assert chosen == [7, 7, 8]  # a fifth 7 in a row is the guard's to refuse; 8 replaces it
+    fence.take_state(work)
+    assert fence.interventions == 1 and fence.position == 5
