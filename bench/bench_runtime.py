@@ -119,24 +119,22 @@ def main() -> None:
     ids = [rng.randrange(100, runtime.info.vocab_size) for _ in range(8192)]
     kvgate.prefill(ids[:64]), hf.prefill(ids[:64])  # warm-up
     loads: list[float] = []
-    rows = []
+    print(f"\nkvgate runtime vs transformers, SmolLM2-135M bf16, {args.threads} threads, "
+          f"{datetime.datetime.now().isoformat(timespec='seconds')}, torch {torch.__version__}")
+    print(f"{'':26}{'kvgate':>10}{'transformers':>14}{'ratio':>8}", flush=True)
     for size in [int(s) for s in args.sizes.split(",")]:
         ours = median_rate(lambda: kvgate.prefill(ids[:size]), size, args.repeats, loads)
         theirs = median_rate(lambda: hf.prefill(ids[:size]), size, args.repeats, loads)
-        rows.append((f"prefill {size} tok/s", ours, theirs))
+        print(f"{f'prefill {size} tok/s':26}{ours:10.1f}{theirs:14.1f}{ours / theirs:8.2f}", flush=True)
     prompt, steps = ids[:128], args.decode_steps
-    ours = statistics.median(kvgate.decode(prompt, steps) for _ in range(args.repeats))
+    loads.append(wait_for_quiet())
+    single = statistics.median(kvgate.decode(prompt, steps) for _ in range(args.repeats))
     theirs = statistics.median(hf.decode(prompt, steps) for _ in range(args.repeats))
-    rows.append(("decode batch-1 tok/s", ours, theirs))
+    print(f"{'decode batch-1 tok/s':26}{single:10.1f}{theirs:14.1f}{single / theirs:8.2f}", flush=True)
     batch8 = statistics.median(kvgate.decode(prompt, steps, batch=8) for _ in range(args.repeats))
-    print(f"\nkvgate runtime vs transformers, SmolLM2-135M bf16, {args.threads} threads, "
-          f"{datetime.datetime.now().isoformat(timespec='seconds')}, torch {torch.__version__}")
+    print(f"{'decode batch-8 aggregate':26}{batch8:10.1f}{'':14}{batch8 / single:8.2f} (x kvgate batch-1)")
     print(f"CPU busy before runs (all cores): min {min(loads):.0f}%, median {statistics.median(loads):.0f}%, "
-          f"max {max(loads):.0f}%; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'':24}{'kvgate':>10}{'transformers':>14}{'ratio':>8}")
-    for name, ours, theirs in rows:
-        print(f"{name:24}{ours:10.1f}{theirs:14.1f}{ours / theirs:8.2f}")
-    print(f"{'decode batch-8 aggregate':24}{batch8:10.1f}{'':14}{batch8 / rows[-1][1]:8.2f} (x kvgate batch-1)")
+          f"max {max(loads):.0f}%; load average now {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,6 @@ Cache tiers are contributed by the ``register_cache_tiers`` hook under the names
   ``exact(namespace, cache_key, tokens) -> (entry, verified_length)``; an entry has ``tokens``;
 - device (:class:`.device.DeviceTier`): ``touch``, ``admit``, ``remove``, ``superseded``,
   ``next_victim``, ``over_budget``, ``entries``, ``resident_bytes``, ``stats``;
-- ssd (:class:`.ssd_tier.SsdTier`): ``bind(metrics)``, ``known_chunks``, ``submit``, ``touch``,
+- ssd (:class:`.ssd_tier.SsdTier`): ``bind(metrics)``, ``pin_known``, ``unpin``, ``submit``, ``touch``,
   ``read`` (any thread), ``drop_bad``, ``flush``, ``stats``, ``close``.
 """

@@ -28,9 +28,13 @@ class Backups:
     def snapshot(self, namespace: str, session: Session, cache_key: Optional[str], round_: int) -> PendingSnapshot:
         tokens, size = list(session.tokens), self.chunk_tokens
         keys = chunk_keys(namespace, tokens, size)
-        known = self.ssd.known_chunks(keys)
-        payloads = {i: self.runtime.export_state(session, i * size, min((i + 1) * size, len(tokens)))
-                    for i in range(len(keys)) if i not in known}
+        known = self.ssd.pin_known(keys)
+        try:
+            payloads = {i: self.runtime.export_state(session, i * size, min((i + 1) * size, len(tokens)))
+                        for i in range(len(keys)) if i not in known}
+        except BaseException:
+            self.ssd.unpin(keys)
+            raise
         return PendingSnapshot(namespace=namespace, tokens=tokens, cache_key=cache_key, round=round_,
                                chunk_tokens=size, keys=keys, payloads=payloads,
                                state_bytes=len(tokens) * self.runtime.state_bytes_per_token())

@@ -58,21 +58,28 @@ class SsdTier:
         with self.lock:
             return self.index.exact(namespace, cache_key, tokens)
 
-    def known_chunks(self, keys: Sequence[bytes]) -> set[int]:
-        """Indexes of ``keys`` already stored or queued (their payload need not be exported)."""
+    def pin_known(self, keys: Sequence[bytes]) -> set[int]:
+        """Pin ``keys`` (no drop deletes them until the snapshot is submitted and committed, or
+        :meth:`unpin`) and return the indexes already stored or queued: those need no export."""
         with self.lock:
-            return {i for i, key in enumerate(keys) if key in self.store.chunk_refs or self.pins[key] > 0}
+            known = {i for i, key in enumerate(keys) if key in self.store.chunk_refs or self.pins[key] > 0}
+            self.pins.update(keys)
+            return known
+
+    def unpin(self, keys: Sequence[bytes]) -> None:
+        with self.lock:
+            self.pins.subtract(keys)
 
     def submit(self, pending: PendingSnapshot, wait: bool) -> bool:
-        """Queue a snapshot; when the queue holds too many bytes, wait for it or give up."""
+        """Queue a pinned snapshot; when the queue holds too many bytes, wait or give up (unpinned)."""
         size = sum(len(p) for p in pending.payloads.values())
         with self.lock:
             while self.pending_bytes and self.pending_bytes + size > self.max_pending_bytes:
                 if not wait:
+                    self.pins.subtract(pending.keys)
                     return False
                 self.lock.wait(timeout=1.0)
             self.pending_bytes += size
-            self.pins.update(pending.keys)
         self.jobs.put(("commit", pending, size))
         return True
 

@@ -49,6 +49,7 @@ def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Any, config: Config, 
         verify_dialect(tokenizer_info, dialect)
         grammar_backend(pm, config.fence.backend, tokenizer_info)
         closer_for(tokenizer_info, dialect)
+        tokenizer_info.sorted_pieces()
 
 
 def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: TokenizerInfo, config: Config,

@@ -13,7 +13,8 @@ that the tokenizer holds as special tokens are the backend's concern.
 * ``FreeText(excludes)``: any text to the end of the output that contains none of ``excludes``.
 * ``TextThen(end, excludes, lead)``: text containing none of ``excludes`` nor ``end``, then ``end``
   at its first occurrence. With ``lead``, the text is either empty or non-empty and ends with
-  ``lead`` (a separator the dialect writes between content and a call).
+  ``lead`` (a separator the dialect writes between content and a call). ``min_chars`` /
+  ``max_chars`` bound the text's length in characters.
 * ``AnyOrder(fields)``: each field at most once, in any order; every ``required`` field must be
   present before the sequence may end; ``empty`` is written instead when no field is present.
 """
@@ -67,6 +68,8 @@ class TextThen:
     end: str
     excludes: tuple[str, ...] = ()
     lead: str = ""
+    min_chars: int = 0
+    max_chars: Optional[int] = None
 
 
 @attrs.frozen

@@ -43,12 +43,13 @@ def answer_part(plan: FencePlan, excludes: tuple[str, ...]) -> Node:
 
 
 def compose(plan: FencePlan, head_required: Node, head_auto: Node, body: Node, separator: str,
-            excludes: tuple[str, ...]) -> Node:
-    """The whole output for ``plan``: ``head`` opens the first call, ``body`` is one call after it."""
+            excludes: tuple[str, ...], closing: str = "") -> Node:
+    """The whole output for ``plan``: ``head`` opens the first call, ``body`` is one call after it,
+    ``closing`` ends the block of calls."""
     answer = answer_part(plan, excludes)
     if plan.mode == "none" or not plan.tools:
         return answer
-    calls = calls_part(body, separator, plan)
+    calls = seq(calls_part(body, separator, plan), Lit(closing))
     if plan.mode == "required":
         return seq(head_required, calls)
     opening = head_required if plan.response_schema is not None else head_auto

@@ -20,8 +20,19 @@ DSML_MARKUP = ("trigger", "block_close", "invoke_open", "invoke_close", "param_o
 
 def value(schema: Any, string: bool, close: str, markup: tuple[str, ...]) -> Node:
     if string:
-        return TextThen(end=close, excludes=markup)
+        return raw_string(schema if isinstance(schema, dict) else {}, close, markup)
     return seq(json_node(exclude_markup(schema if isinstance(schema, dict) else {}, markup)), Lit(close))
+
+
+def raw_string(schema: dict, close: str, markup: tuple[str, ...]) -> Node:
+    """A string written raw up to ``close``: enum / const choices, length bounds (a ``pattern`` is
+    not enforced on raw values)."""
+    choices = schema.get("enum") if "enum" in schema else ([schema["const"]] if "const" in schema else None)
+    if isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices):
+        return alt(*[Lit(choice + close) for choice in choices])
+    low = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
+    high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
+    return TextThen(end=close, excludes=markup, min_chars=max(0, low), max_chars=high)
 
 
 def glm_xml(dialect: Any, plan: FencePlan) -> Node:
@@ -66,20 +77,8 @@ def deepseek_dsml(dialect: Any, plan: FencePlan) -> Node:
     block_open, block_close = lit("block_open"), lit("block_close")
     invokes = alt(*[one(tool) for tool in plan.tools]) if plan.tools else Lit("")
     head_auto = seq(TextThen(end=block_open.rstrip("\n"), excludes=markup), Lit("\n"))
-    rest = compose(plan, Lit(block_open), head_auto, invokes, "\n", (lit("trigger"),))
-    if plan.mode != "none" and plan.tools:
-        rest = _close_block(rest, "\n" + block_close)
+    rest = compose(plan, Lit(block_open), head_auto, invokes, "\n", (lit("trigger"),), "\n" + block_close)
     return with_reasoning(dialect, plan, rest)
-
-
-def _close_block(node: Node, closing: str) -> Node:
-    """Append the block's closing tag after the calls (the answer alternative stays as it is)."""
-    from kvgate.core.fence.grammar import Alt
-
-    if isinstance(node, Alt):
-        answer, calls = node.options
-        return Alt((answer, seq(calls, Lit(closing))))
-    return seq(node, Lit(closing))
 
 
 register_builder("glm_xml", glm_xml)

@@ -116,6 +116,9 @@ class LarkWriter:
             raise FenceError(f"the end {node.end!r} of a text region holds a special token inside "
                              f"other text; the llguidance backend cannot end text on it")
         free = self.free_text(node.excludes + (node.end,))
+        if node.min_chars or node.max_chars is not None:
+            high = "" if node.max_chars is None else str(node.max_chars)
+            free = f"({free}) & /(?s:.{{{node.min_chars},{high}}})/"
         if node.lead:
             head = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?"
         else:

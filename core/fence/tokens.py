@@ -9,12 +9,15 @@ a special token cut in half) fails here, when the fence is built, never mid-gene
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 from functools import lru_cache
 from typing import Any, Iterable
 
 from kvgate.core.fence.errors import FenceError
+
+VERIFIED_CACHE = 4096
 
 
 @lru_cache(maxsize=1)
@@ -56,6 +59,7 @@ class TokenizerInfo:
         self.backends: dict[str, Any] = {}
         self.lock = threading.Lock()
         self._token_bytes: list[bytes] | None = None
+        self._sorted: tuple[list[bytes], list[int]] | None = None
         self._verified: dict[str, None] = {}
 
     def token_bytes(self) -> list[bytes]:
@@ -78,6 +82,13 @@ class TokenizerInfo:
         except KeyError:  # an added plain-text token is stored as its text
             return piece.encode("utf-8")
 
+    def sorted_pieces(self) -> tuple[list[bytes], list[int]]:
+        """Token bytes in sorted order with their ids (prefix look-ups by bisection)."""
+        if self._sorted is None:
+            order = sorted((p, i) for i, p in enumerate(self.token_bytes()) if p and i not in self.special_ids)
+            self._sorted = ([p for p, _ in order], [i for _, i in order])
+        return self._sorted
+
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
@@ -87,6 +98,8 @@ class TokenizerInfo:
             if not text or text in self._verified:
                 continue
             check_literal(self, owner, text)
+            if len(self._verified) >= VERIFIED_CACHE:
+                self._verified.clear()  # grammar literals hold tool names: keep the memo bounded
             self._verified[text] = None
 
 
@@ -114,15 +127,7 @@ def tokenizer_info(runtime_tokenizer: Any, eos_token_ids: list[int]) -> Tokenize
 
 def tokens_starting_with(info: TokenizerInfo, prefix: bytes) -> list[int]:
     """Ids of the (non-special) tokens whose bytes start with ``prefix``."""
-    index = getattr(info, "_by_bytes", None)
-    if index is None:
-        pieces = info.token_bytes()
-        order = sorted((p, i) for i, p in enumerate(pieces) if p and i not in info.special_ids)
-        index = ([p for p, _ in order], [i for _, i in order])
-        info._by_bytes = index
-    import bisect
-
-    keys, ids = index
+    keys, ids = info.sorted_pieces()
     start = bisect.bisect_left(keys, prefix)
     end = start
     while end < len(keys) and keys[end].startswith(prefix):

@@ -66,3 +66,30 @@ class TestTagDialects:
         assert drive(dialect, request("named", "get_time")).accepts(text)
         other = calls_text(dialect, ("get_weather", args(city="x", days=1)))
         assert rejected(drive(dialect, request("named", "get_time")), other)
+
+
+def test_dsml_single_call_among_three_tools_closes_the_block(drive):
+    from tests.fence.conftest import CLOCK, WEATHER
+    from kvgate.core.types import Tool
+
+    dialect = DeepseekDsml("v32")
+    extra = Tool("search", "", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
+    for first in ("get_weather", "get_time", "search"):
+        arguments = {"get_weather": args(city="x", days=1), "get_time": args(), "search": args(q="y")}[first]
+        text = calls_text(dialect, (first, arguments))
+        req = request("required", tools=(WEATHER, CLOCK, extra), parallel=False)
+        driver = drive(dialect, req)
+        assert driver.accepts(text) and driver.fence.must_stop
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: f"{d.name}-{d.variant}")
+def test_raw_string_values_keep_enum_and_length(drive, dialect):
+    from kvgate.core.types import Tool
+
+    tool = Tool("pick", "", {"type": "object", "required": ["unit", "code"], "properties": {
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "code": {"type": "string", "minLength": 2, "maxLength": 3}}})
+    good = calls_text(dialect, ("pick", args(unit="celsius", code="ab")))
+    assert drive(dialect, request("required", tools=(tool,))).accepts(good)
+    for bad in (args(unit="kelvin", code="ab"), args(unit="celsius", code="abcd"), args(unit="celsius", code="a")):
+        assert rejected(drive(dialect, request("required", tools=(tool,))), calls_text(dialect, ("pick", bad)))

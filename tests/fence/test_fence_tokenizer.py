@@ -67,3 +67,11 @@ def test_a_special_token_trigger_is_enforced_as_the_token(special_trigger_tokeni
         spelled.advance(token)
         allowed += 1
     assert allowed == (0 if mode == "required" else 4)  # the text spelling never completes
+
+
+def test_prepare_does_the_one_time_work(smol_tokenizer, pm, config):
+    from kvgate.core.fence import prepare_fences
+
+    info = tokenizer_info(smol_tokenizer, [2])
+    prepare_fences(info, ChatmlJson(), config, pm)
+    assert "llguidance" in info.backends and info._token_bytes is not None

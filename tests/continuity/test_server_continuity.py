@@ -1,0 +1,100 @@
+"""Over a real server: turn 2 of a conversation reads turn 1's prompt and output from the prefix cache.
+
+For each protocol, turn 1 asks for a forced tool call (Chat ``required``, Anthropic ``any``,
+Responses ``required``) at temperature 0; turn 2 is what the client sends next (helpers.py: the
+returned call replayed + one tool result per call, tool_choice auto, 8 tokens). The cached tokens
+turn 2 reports must cover turn 1's prompt and nearly all of its output: that holds only if the
+adapter rendered the call back into history byte for byte (the exact check, token by token, for
+every dialect is tests/continuity/test_dialect_continuity.py). A plain-text conversation (no
+tools) is checked the same way. Each protocol gets its own question, so no conversation is served
+from another one's cache.
+
+Why not the whole output (gap = prompt 1 + output 1 - cached 2), measured on SmolLM2:
+
+* 1 token always: the engine stops on the end-of-turn token, or the fence stops right after a call
+  closes, before the last sampled token is fed through the model (text turns: gap 1).
+* 8 tokens when the arguments end in a string (``{"city": "Paris"}``): the fence lets the model
+  spell the seam between the JSON value and the call's closing literal ``}\n</tool_call>`` with
+  other tokens than the re-tokenized history (which has one ``"}}`` token), so the match ends
+  there and the closing literal after it is recomputed. Arguments ending in a number: gap 1.
+* 25-27 tokens with two tools under ``required`` (Chat, "Weather in Lyon"): the model spelled the
+  forced name ``get_weather`` as ``g`` ``et`` ``_`` ``weather`` (the fence allows any split of an
+  alternative's literal); the history re-tokenizes it ``get`` ``_`` ``weather``, so the match ends
+  at output token 10. That case is an expected failure until the fence keeps forced literals to
+  their canonical tokens.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.continuity.helpers import CLIENTS, TOOLS
+from tests.harness import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+MAX_TEXT_GAP = 2
+MAX_TOOL_GAP = 10
+TOOL_QUESTIONS = {"chat": "What is the weather in Paris?", "anthropic": "What is the weather in Rome?",
+                  "responses": "What is the weather in Oslo?"}
+TWO_TOOL_QUESTIONS = {"chat": "Weather in Lyon, please.", "anthropic": "Weather in Milan, please.",
+                      "responses": "Weather in Bergen, please."}
+TEXT_QUESTIONS = {"chat": "Name a colour.", "anthropic": "Name a fruit.", "responses": "Name an animal."}
+RESULTS = ["sunny, 21 C", "3 concerts this week"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with ServerProcess(tmp_path_factory.mktemp("continuity")) as running:
+        yield running
+
+
+def post(server, client, body: dict) -> dict:
+    response = httpx.post(server.base_url + client.path, json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_tool_call_turn2_reads_turn1_from_cache(server, client):
+    check_tool_turns(server, client, TOOLS[:1], TOOL_QUESTIONS[client.name])
+
+
+NAME_SPLIT = pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
+    "fence: a forced tool name may be sampled as a non-canonical split (two tools, 'required', "
+    "'Weather in Lyon': 'g'+'et' for 'get'), so turn 2's re-tokenized history forks inside the name "
+    "(gap 27 measured)"))
+
+
+@pytest.mark.parametrize("client", [pytest.param(c, id=c.name, marks=[NAME_SPLIT] if c.name == "chat" else [])
+                                    for c in CLIENTS])
+def test_tool_call_among_two_tools_turn2_reads_turn1_from_cache(server, client):
+    check_tool_turns(server, client, TOOLS, TWO_TOOL_QUESTIONS[client.name])
+
+
+def check_tool_turns(server, client, tools: list[dict], question: str) -> None:
+    body1 = client.turn1(tools=tools, user=question, max_tokens=48)
+    reply1 = post(server, client, body1)
+    assert client.calls(reply1), reply1  # the forced call came back complete
+    prompt1, output1, cached1 = client.usage(reply1)
+    reply2 = post(server, client, client.turn2(body1, reply1, RESULTS))
+    prompt2, _, cached2 = client.usage(reply2)
+    gap = prompt1 + output1 - cached2
+    print(f"{client.name}: prompt1={prompt1} cached1={cached1} output1={output1} prompt2={prompt2} "
+          f"cached2={cached2} gap={gap} calls={client.calls(reply1)}")
+    assert prompt2 > prompt1 + output1
+    assert 0 <= gap <= MAX_TOOL_GAP
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_text_turn2_reads_turn1_from_cache(server, client):
+    body1 = client.turn1(tools=None, user=TEXT_QUESTIONS[client.name], max_tokens=8)
+    reply1 = post(server, client, body1)
+    prompt1, output1, _ = client.usage(reply1)
+    reply2 = post(server, client, client.turn2(body1, reply1, ["And another one?"]))
+    prompt2, _, cached2 = client.usage(reply2)
+    print(f"{client.name}: prompt1={prompt1} output1={output1} prompt2={prompt2} cached2={cached2} "
+          f"gap={prompt1 + output1 - cached2}")
+    assert prompt2 > prompt1 + output1
+    assert 0 <= prompt1 + output1 - cached2 <= MAX_TEXT_GAP
