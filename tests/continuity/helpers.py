@@ -10,6 +10,7 @@ rendered by the adapters' own renderers) and the real-server tests (replies over
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Optional
 
 TOOLS = [
@@ -17,7 +18,8 @@ TOOLS = [
      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                     "required": ["city"], "additionalProperties": False}},
     {"name": "search", "description": "Search the web",
-     "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": False}},
+     "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                    "additionalProperties": False}},
 ]
 MODEL = "smollm2"  # the embedded model's served name
 SYSTEM = "You are a helpful assistant."
@@ -60,8 +62,9 @@ class ChatClient:
         return usage["prompt_tokens"], usage["completion_tokens"], usage["prompt_tokens_details"]["cached_tokens"]
 
     @staticmethod
-    def calls(reply: dict[str, Any]) -> list[tuple[str, str]]:
-        return [(c["function"]["name"], c["function"]["arguments"])
+    def calls(reply: dict[str, Any]) -> list[tuple[str, Any]]:
+        """(name, arguments decoded from JSON) of each returned call."""
+        return [(c["function"]["name"], json.loads(c["function"]["arguments"]))
                 for c in reply["choices"][0]["message"].get("tool_calls") or []]
 
 
@@ -103,7 +106,7 @@ class AnthropicClient:
         return usage["input_tokens"] + cached, usage["output_tokens"], cached
 
     @staticmethod
-    def calls(reply: dict[str, Any]) -> list[tuple[str, dict]]:
+    def calls(reply: dict[str, Any]) -> list[tuple[str, Any]]:
         return [(b["name"], b["input"]) for b in reply["content"] if b["type"] == "tool_use"]
 
 
@@ -146,8 +149,8 @@ class ResponsesClient:
         return usage["input_tokens"], usage["output_tokens"], usage["input_tokens_details"]["cached_tokens"]
 
     @staticmethod
-    def calls(reply: dict[str, Any]) -> list[tuple[str, str]]:
-        return [(i["name"], i["arguments"]) for i in reply["output"] if i["type"] == "function_call"]
+    def calls(reply: dict[str, Any]) -> list[tuple[str, Any]]:
+        return [(i["name"], json.loads(i["arguments"])) for i in reply["output"] if i["type"] == "function_call"]
 
 
 def _relax(body: dict[str, Any], max_tokens: int, choice: str) -> dict[str, Any]:
