@@ -21,6 +21,7 @@ from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.hookspecs import hookimpl
 
 TEMPLATE_CACHE_SIZE = 128
+STEP_LEXER_FUEL = 4_000_000  # 20x the default: a mask that runs out of fuel comes back empty
 
 
 class LlgMatcher:
@@ -94,7 +95,8 @@ class LlgBackend:
 
     def compile(self, text: str) -> llguidance.LLMatcher:
         compiled = llguidance.LLMatcher.grammar_from_lark(text)
-        matcher = llguidance.LLMatcher(self.tokenizer, compiled, log_level=0)
+        limits = llguidance.LLParserLimits(step_lexer_fuel=STEP_LEXER_FUEL)
+        matcher = llguidance.LLMatcher(self.tokenizer, compiled, log_level=0, limits=limits)
         if matcher.is_error():
             raise FenceRequestError(f"the requested constraint cannot be compiled: {matcher.get_error()}",
                                     param="tools")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.schema import avoid_pattern
 from kvgate.core.fence.grammar import Alt, AnyOrder, FreeText, Json, Lit, Node, Repeat, Seq, TextThen
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -104,6 +105,9 @@ class LarkWriter:
         texts = [e for e in dict.fromkeys(excludes) if e]
         if not texts:
             return "/(?s:.*)/"
+        plain = avoid_pattern(texts, anchored=False)
+        if plain is not None:  # a plain regex: negation is costly for the lexer (fuel per mask)
+            return f"/{plain}/"
         banned = "|".join(rx_escape(t) for t in texts)
         return f"/(?s:.*)/ & ~/(?s:.*)({banned})(?s:.*)/"
 

@@ -129,12 +129,22 @@ class RequestFence:
         if self.matcher is not None:
             self.matcher.fill_mask(self._bits)
             mask = unpack(self._bits, self.vocab)
+            if not self._live(mask):
+                raise FenceError(f"the grammar backend allows no token at position {self.position} "
+                                 f"({self.matcher.error() or 'empty mask while a structure is open'})")
         if self.plan is not None:
             closing = self.plan.closing_token(self.matcher, self.budget)
             if closing is not None:
                 return only(closing, self.vocab)
             mask, _ = narrow(mask, self.plan.trigger_bans(self.budget), self.vocab)
         return self._guarded(mask)
+
+    def _live(self, mask: np.ndarray) -> bool:
+        """Some token is allowed (an end-of-turn token counts only where the output may end)."""
+        allowed = int(np.count_nonzero(mask))
+        if self.matcher.is_accepting():
+            return allowed > 0
+        return allowed > sum(1 for i in self.stop_ids if i < mask.shape[0] and mask[i])
 
     def _guarded(self, mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
         for guard in self.guards:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional
 from kvgate.core.types import Tool
 
 _SKIP_KEYS = {"const", "enum", "default", "examples", "pattern", "format"}
-_CLASS_SPECIAL = set("\\]^-[")
+_CLASS_SPECIAL = set("\\]^-[/")
 _OUTSIDE_SPECIAL = set("\\.+*?()|[]{}^$#&-~/")
 
 
@@ -34,13 +34,23 @@ def _inside(ch: str) -> str:
     return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or ("\\" + ch if ch in _CLASS_SPECIAL else ch)
 
 
-def avoid_pattern(literals: Iterable[str]) -> Optional[str]:
+def minimal_literals(literals: Iterable[str]) -> list[str]:
+    """The literals without those that contain another one (excluding the shorter suffices)."""
+    texts = sorted({t for t in literals if t}, key=len)
+    kept: list[str] = []
+    for text in texts:
+        if not any(k in text for k in kept):
+            kept.append(text)
+    return sorted(kept)
+
+
+def avoid_pattern(literals: Iterable[str], anchored: bool = True) -> Optional[str]:
     """A regex matching exactly the strings that contain none of ``literals``.
 
     Needs every literal to start with one character that appears nowhere else in them (true of
-    markup: ``<``); returns None otherwise.
+    markup: ``<``); returns None otherwise. Plain regex, no negation: cheap for any engine.
     """
-    texts = sorted({t for t in literals if t})
+    texts = minimal_literals(literals)
     if not texts:
         return None
     first = texts[0][0]
@@ -60,7 +70,8 @@ def avoid_pattern(literals: Iterable[str]) -> Optional[str]:
     lead, stop = _outside(first), _inside(first)
     partials = "|".join(p for p in partial if p)
     after = f"(?:{'|'.join(escapes)})[^{stop}]*" + (f"|{partials}" if partials else "")
-    return f"^[^{stop}]*(?:{lead}(?:{after})?)*$"
+    body = f"[^{stop}]*(?:{lead}(?:{after})?)*"
+    return f"^{body}$" if anchored else body
 
 
 def exclude_markup(schema: Any, literals: Iterable[str]) -> Any:

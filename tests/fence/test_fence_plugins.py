@@ -64,3 +64,31 @@ def test_duplicate_backend_name_is_an_error():
     pm = build_plugin_manager(extra_plugins=[("again", Again())])
     with pytest.raises(DuplicateName):
         collect(pm, "register_grammar_backends", "grammar backend")
+
+
+def test_an_empty_mask_from_the_backend_is_a_clear_error(smol_tokenizer, config):
+    """Fault injected (a backend whose masks come back empty, as llguidance's do when a mask runs
+    out of lexer fuel): the fence refuses to hand the sampler an end-of-turn-only set."""
+    from kvgate.core.fence import tokenizer_info
+
+    from kvgate.plugins.grammar_llguidance import LlgMatcher
+
+    class EmptyMatcher(LlgMatcher):
+        def fill_mask(self, bitmask):
+            bitmask.fill(0)
+
+    class EmptyMasks(LlgBackend):
+        def matcher(self, grammar):
+            return EmptyMatcher(super().matcher(grammar).inner)
+
+    class Plugin:
+        @hookimpl
+        def register_grammar_backends(self, register):
+            register("empty", EmptyMasks)
+
+    info = tokenizer_info(smol_tokenizer, [2])
+    config.fence.backend = "empty"
+    fence = build_request_fence(request("required"), ChatmlJson(), info, config,
+                                build_plugin_manager(extra_plugins=[("empty", Plugin())]))
+    with pytest.raises(FenceError, match="allows no token"):
+        fence.allowed()
