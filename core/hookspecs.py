@@ -48,9 +48,10 @@ def register_chat_formats(register):
 def register_model_runtimes(register):
     """Called when a model is loaded, to collect runtimes by architecture name.
 
-    Call ``register(architecture, load)``: ``load(source, options)`` receives a
-    :class:`kvgate.core.runtime.ModelSource` and :class:`kvgate.core.config.ModelConfig` and
-    returns a :class:`kvgate.core.runtime.ModelRuntime`. Returns nothing.
+    Call ``register(architecture, load)``: ``load(source, model_config, engine_config, cache_dir)``
+    receives a :class:`kvgate.core.runtime.ModelSource`, the ``[model]`` and ``[engine]`` config
+    sections and a folder for converted weights, and returns a
+    :class:`kvgate.core.runtime.ModelRuntime`. Returns nothing.
     """
 
 

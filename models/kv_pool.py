@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from kvgate.core.runtime import OutOfBlocks
 
-class PoolExhausted(RuntimeError):
+
+class PoolExhausted(OutOfBlocks):
     """No free block is left and the pool is at its capacity (``kv_pool_tokens``)."""
 
 

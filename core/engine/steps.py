@@ -18,17 +18,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def is_out_of_blocks(exc: BaseException) -> bool:
-    return isinstance(exc, OutOfBlocks) or type(exc).__name__ == "PoolExhausted"
-
-
 def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
     """Run ``work``; when the pool is out of blocks, reclaim cached state and try once more."""
     try:
         return work()
-    except Exception as exc:
-        if not is_out_of_blocks(exc):
-            raise
+    except OutOfBlocks:
+        pass
     blocks = math.ceil(tokens_needed / engine.runtime.block_size) + len(engine._running) + 1
     if engine.cache.reclaim(blocks) <= 0:
         raise Overloaded("No room for this request's state right now; retry shortly.", retry_after=2)
