@@ -41,13 +41,11 @@ def build_cache(config: Config, pm: pluggy.PluginManager, runtime, metrics: Metr
     if not config.cache.enabled:
         return None
     try:
-        from kvgate.core.cache.manager import CacheManager
+        from kvgate.core.cache.build import build_cache_manager
     except ImportError:
         log.warning("prefix cache unavailable: kvgate.core.cache is not installed")
         return None
-    tiers = collect(pm, "register_cache_tiers", "cache tier")
-    built = {name: tiers.get(name)(config, runtime) for name in tiers.names()}
-    return CacheManager(config, runtime, built, metrics.registry)
+    return build_cache_manager(config, runtime, pm, metrics.registry)
 
 
 def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, dialect):

@@ -115,6 +115,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         kv = self.pool.read(self.pool.slots(session.block_table, start, end))
         return kv.contiguous().cpu().view(torch.uint8).numpy().tobytes()
 
+    @torch.inference_mode()
     def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
         count = len(tokens)
         expected = count * self.state_bytes_per_token()

@@ -147,8 +147,10 @@ class JsonObjectPrefix:
         if char == "u":
             self.state, self.pending = "unicode", "0000"
             return True
+        if char not in '"\\/bfnrt':
+            return False  # the state stays "escape": the closing suffix still completes it
         self.state = "string"
-        return char in '"\\/bfnrt'
+        return True
 
     def _begin_string(self, is_key: bool) -> bool:
         self.state, self.is_key = "string", is_key

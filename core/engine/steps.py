@@ -25,7 +25,8 @@ def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
     except OutOfBlocks:
         pass
     blocks = math.ceil(tokens_needed / engine.runtime.block_size) + len(engine._running) + 1
-    if engine.cache.reclaim(blocks) <= 0:
+    engine.cache.reclaim(blocks)
+    if engine.runtime.pool_stats()["blocks_free"] < blocks:
         raise Overloaded("No room for this request's state right now; retry shortly.", retry_after=2)
     return work()
 
