@@ -48,16 +48,22 @@ def build_cache(config: Config, pm: pluggy.PluginManager, runtime, metrics: Metr
     return build_cache_manager(config, runtime, pm, metrics.registry)
 
 
-def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, dialect):
-    if not config.fence.enabled:
-        return None
+def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, dialect, chat_format):
+    """request -> RequestFence or None; fences and guards are each switched by their own config."""
     try:
-        from kvgate.core.fence import build_request_fence, tokenizer_info
+        from kvgate.core.fence import build_request_fence, prepare_fences, tokenizer_info
     except ImportError:
         log.warning("token fences unavailable: kvgate.core.fence is not installed")
         return None
     info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
-    return lambda request: build_request_fence(request, dialect, info, config, pm)
+    prepare_fences(info, dialect, config, pm)
+    parser_start = getattr(chat_format, "parser_start", None)
+
+    def build(request):
+        start_in = parser_start(request) if parser_start else "content"
+        return build_request_fence(request, dialect, info, config, pm, start_in=start_in)
+
+    return build
 
 
 def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
@@ -75,7 +81,7 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
 
         engine.speculative = speculative_decode_step
     pipeline = Pipeline(runtime, engine, tokenizer_service, chat_format, dialect, namespace, config, metrics,
-                        build_fence_builder(config, pm, runtime, dialect))
+                        build_fence_builder(config, pm, runtime, dialect, chat_format))
     pipeline.dialect_name = dialect_name
     log.info("serving %r: %s, dialect %s, context %d", config.model.name, runtime.info.architecture, dialect_name,
              runtime.info.max_context)

@@ -77,8 +77,10 @@ def register_grammar_backends(register):
 def register_generation_guards(register):
     """Called when a request's fence is composed, to collect generation guards.
 
-    Call ``register(name, build_guard)``: ``build_guard(config)`` returns a fresh per-request guard
-    state machine (see :mod:`kvgate.core.fence`). Returns nothing.
+    Call ``register(name, build_guard)``: ``build_guard(setup)`` receives a
+    :class:`kvgate.core.fence.guards.GuardSetup` (the ``[guard]`` config is ``setup.config``) and
+    returns a fresh per-request guard state machine, or None when it has nothing to watch.
+    Returns nothing.
     """
 
 

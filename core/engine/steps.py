@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING, Callable, TypeVar
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from kvgate.core.engine.scheduler import Engine
 
 T = TypeVar("T")
+log = logging.getLogger("kvgate.engine")
 
 
 def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
@@ -71,21 +73,30 @@ def choose_and_emit(engine: "Engine", seq: Sequence, logits: torch.Tensor) -> No
     if seq.cancelled or seq.stop_requested:
         engine.finish(seq, SequenceDone("cancelled" if seq.cancelled else "stop"))
         return
-    fence = seq.fence
-    if fence is not None:
-        if hasattr(fence, "set_budget"):
-            fence.set_budget(seq.budget_left())
-        logits = logits.clone()
-        fence.apply(logits)
-    token = sample(logits, seq.params, seq.output, seq.generator)
-    if fence is not None:
-        fence.advance(token)
+    try:
+        token = fenced_sample(seq, logits)
+    except Exception as exc:  # a fence failure ends this sequence only, never the batch
+        log.exception("sequence %d: choosing a token failed", seq.id)
+        engine.finish(seq, SequenceDone("error", exc))
+        return
     if token in seq.stop_token_ids:
         engine.finish(seq, SequenceDone("stop"))
         return
     seq.output.append(token)
     seq.deliver(TokenOut(token))
-    if fence is not None and getattr(fence, "must_stop", False):
+    if seq.fence is not None and seq.fence.must_stop:
         engine.finish(seq, SequenceDone("stop"))
     elif seq.budget_left() <= 0 or seq.computed + 1 >= engine.runtime.info.max_context:
         engine.finish(seq, SequenceDone("length"))
+
+
+def fenced_sample(seq: Sequence, logits: torch.Tensor) -> int:
+    fence = seq.fence
+    if fence is None:
+        return sample(logits, seq.params, seq.output, seq.generator)
+    fence.set_budget(seq.budget_left())
+    logits = logits.clone()
+    fence.apply(logits)
+    token = sample(logits, seq.params, seq.output, seq.generator)
+    fence.advance(token)
+    return token
