@@ -38,23 +38,27 @@ def wait_for_quiet(limit_s: float = 20.0, busy_below: float = 25.0) -> float:
     return busy
 
 
-def median_rate(run, tokens: int, repeats: int, loads: list[float]) -> float:
-    rates = []
+def interleaved_rates(runs, tokens: int, repeats: int, loads: list[float]) -> list[float]:
+    """Median tokens/s of each run, the runs alternating within every repeat (same machine state)."""
+    rates: list[list[float]] = [[] for _ in runs]
     for _ in range(repeats):
-        loads.append(wait_for_quiet())
-        started = time.perf_counter()
-        run()
-        rates.append(tokens / (time.perf_counter() - started))
-    return statistics.median(rates)
+        for index, run in enumerate(runs):
+            loads.append(wait_for_quiet())
+            started = time.perf_counter()
+            run()
+            rates[index].append(tokens / (time.perf_counter() - started))
+    return [statistics.median(r) for r in rates]
 
 
 class KvgateSide:
     def __init__(self, runtime):
         self.runtime = runtime
 
-    def prefill(self, ids):
+    def prefill(self, ids, chunk=None):
         session = self.runtime.new_session()
-        self.runtime.prefill(session, ids)
+        chunk = chunk or len(ids)
+        for start in range(0, len(ids), chunk):  # the engine's serving path prefills in chunks
+            self.runtime.prefill(session, ids[start:start + chunk])
         self.runtime.release(session)
 
     def decode(self, ids, steps, batch=1):
@@ -111,6 +115,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="512,2048,8000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--decode-steps", type=int, default=32)
+    parser.add_argument("--chunk", type=int, default=512, help="the engine's prefill_chunk")
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "kvgate-bench-models"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -123,9 +128,11 @@ def main() -> None:
           f"{datetime.datetime.now().isoformat(timespec='seconds')}, torch {torch.__version__}")
     print(f"{'':26}{'kvgate':>10}{'transformers':>14}{'ratio':>8}", flush=True)
     for size in [int(s) for s in args.sizes.split(",")]:
-        ours = median_rate(lambda: kvgate.prefill(ids[:size]), size, args.repeats, loads)
-        theirs = median_rate(lambda: hf.prefill(ids[:size]), size, args.repeats, loads)
+        ours, chunked, theirs = interleaved_rates(
+            [lambda: kvgate.prefill(ids[:size]), lambda: kvgate.prefill(ids[:size], chunk=args.chunk),
+             lambda: hf.prefill(ids[:size])], size, args.repeats, loads)
         print(f"{f'prefill {size} tok/s':26}{ours:10.1f}{theirs:14.1f}{ours / theirs:8.2f}", flush=True)
+        print(f"{f'  chunked by {args.chunk}':26}{chunked:10.1f}{theirs:14.1f}{chunked / theirs:8.2f}", flush=True)
     prompt, steps = ids[:128], args.decode_steps
     loads.append(wait_for_quiet())
     single = statistics.median(kvgate.decode(prompt, steps) for _ in range(args.repeats))

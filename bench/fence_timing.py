@@ -93,10 +93,22 @@ def timed_forward(runtime, timings: Timings):
     return lambda: (delattr(runtime, "decode"), delattr(runtime, "prefill"))
 
 
-def run_cell(runtime, info, pm, dialect_name, requests, max_tokens, fenced, spec, batch, timings):
+def prefix_cache(runtime, pm):
+    """The device tier of the prefix cache (no SSD): requests that share tools share their prefill."""
+    from kvgate.core.cache.build import build_cache_manager
+
+    config = Config()
+    config.cache.ssd_enabled = False
+    config.cache.device_bytes = 512 * 1024**2
+    return build_cache_manager(config, runtime, pm, None)
+
+
+def run_cell(runtime, info, pm, dialect_name, requests, max_tokens, fenced, spec, batch, timings, cache=None):
+    """Every request through one engine (continuous batch of ``batch``); (tokens, finish reason) each."""
     dialect, config = DIALECTS[dialect_name], Config()
     chat = JinjaChatFormat(runtime.chat_template, dialect, runtime.special_tokens)
-    engine = Engine(runtime, EngineConfig(speculative_ngram=spec, max_batch=batch, max_queue=len(requests) + 1))
+    engine = Engine(runtime, EngineConfig(speculative_ngram=spec, max_batch=batch, max_queue=len(requests) + 1),
+                    cache)
     if spec:
         engine.speculative = speculative_decode_step
     restore = timed_forward(runtime, timings)
@@ -115,11 +127,13 @@ def run_cell(runtime, info, pm, dialect_name, requests, max_tokens, fenced, spec
             engine.submit(seq)
         done = 0
         while done < len(requests):
-            index, message = inbox.get(timeout=600)
+            index, message = inbox.get(timeout=900)
             if isinstance(message, TokenOut):
                 outputs[index][0].append(message.token)
                 timings.tokens += 1
             elif isinstance(message, SequenceDone):
+                if message.reason == "error":
+                    print(f"request {index}: error {message.error!r}", flush=True)
                 outputs[index] = (outputs[index][0], message.reason)
                 done += 1
     finally:

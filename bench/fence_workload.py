@@ -1,4 +1,7 @@
-"""Prompts, tools and judging for bench_fence.py."""
+"""Prompts, tools and judging for bench_fence.py.
+
+``canonical`` counts outputs whose tokens are what the tokenizer makes of their text (the next
+turn's prompt then extends the cached prefix without a fork)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.glm_xml import GlmXml
 
 DIALECTS = {"chatml_json": ChatmlJson(), "glm_xml": GlmXml("glm47"), "deepseek_dsml": DeepseekDsml("v32")}
-MODES = ("auto", "required", "named", "json")
+MODES = ("auto", "required", "named", "json_schema", "json_object")
+JSON_MODES = ("json_schema", "json_object")
 CITIES = ["Paris", "Rome", "Tokyo", "Lima", "Oslo", "Cairo", "Seoul", "Quito", "Perth", "Dakar"]
 
 TOOLS = {
@@ -53,21 +57,24 @@ ANSWER_SCHEMA = {"type": "object", "properties": {
 
 
 def build_requests(dialect: str, mode: str, count: int, rng: random.Random) -> list[ChatRequest]:
+    """``count`` requests; even ones greedy, odd ones sampled at 0.7. Each target tool comes with two
+    others in a fixed order, so requests of a target share their prompt up to the question."""
     out = []
     names = sorted(TOOLS)
     for index in range(count):
         target = names[index % len(names)]
         text = rng.choice(PROMPTS[target]).format(city=rng.choice(CITIES), n=rng.randint(1, 9))
         greedy = SamplingParams(temperature=0.0 if index % 2 == 0 else 0.7, seed=index)
-        if mode == "json":
+        if mode in JSON_MODES:
             ask = f"Describe the weather in {rng.choice(CITIES)} as JSON with city, temperature and conditions."
-            fmt = ResponseFormat("json_schema", ANSWER_SCHEMA, "weather", True)
+            fmt = (ResponseFormat("json_schema", ANSWER_SCHEMA, "weather", True) if mode == "json_schema"
+                   else ResponseFormat("json_object"))
             out.append(ChatRequest(model="smollm2", messages=[Message("user", ask)], sampling=greedy,
                                    response_format=fmt))
             continue
         others = [n for n in names if n != target]
-        tools = [TOOLS[target]] + [TOOLS[n] for n in rng.sample(others, 2)]
-        rng.shuffle(tools)
+        picked = sorted([target] + others[index % 3:][:2] + others[:max(0, 2 - len(others[index % 3:]))])
+        tools = [TOOLS[n] for n in picked]
         choice = ToolChoice("named", target) if mode == "named" else ToolChoice(mode)
         out.append(ChatRequest(model="smollm2", messages=[Message("user", text)], tools=tools,
                                tool_choice=choice, sampling=greedy))
@@ -77,12 +84,14 @@ def build_requests(dialect: str, mode: str, count: int, rng: random.Random) -> l
 def judge(dialect: str, mode: str, requests: list[ChatRequest], outputs: list[tuple[list[int], str]],
           runtime) -> dict:
     """Counts of valid outputs (see the bench docstring)."""
-    valid = attempted = text_only = cut = 0
+    valid = attempted = text_only = cut = canonical = 0
     examples: list[str] = []
     for request, (tokens, reason) in zip(requests, outputs):
         text = runtime.tokenizer.decode(tokens, skip_special_tokens=False)
-        if mode == "json":
-            verdict = check_json(text, request.response_format.schema)
+        canonical += list(runtime.tokenizer.encode(text, add_special_tokens=False).ids) == tokens
+        if mode in JSON_MODES:
+            schema = request.response_format.schema if mode == "json_schema" else {"type": "object"}
+            verdict = check_json(text, schema)
             must = True
         else:
             verdict = check_calls(DIALECTS[dialect], request.tools, text)
@@ -104,4 +113,4 @@ def judge(dialect: str, mode: str, requests: list[ChatRequest], outputs: list[tu
             examples.append(f"{verdict.problems[:2]} :: {text[-160:]!r}")
     share = valid / attempted if attempted else None
     return {"outputs": len(outputs), "must_hold": attempted, "valid": valid, "valid_share": share,
-            "plain_text": text_only, "cut_by_length": cut, "bad_examples": examples}
+            "plain_text": text_only, "cut_by_length": cut, "canonical": canonical, "bad_examples": examples}

@@ -4,6 +4,9 @@
   :mod:`kvgate.core.fence.closing`) at budgets that halve the gap to the last path's length, and
   forced once the remaining budget is no longer than the path (plus a little slack).
 * Once a structure closed, the output stops when another complete call cannot fit.
+* Near the end of the budget, a choice (few allowed tokens: a parameter name, an optional
+  member) that would make the closing path longer than the budget left is excluded: one token
+  can open a whole optional field, which the halving schedule alone would not see in time.
 * In free text, the trigger may not complete when a call could not fit: a call cut off by the
   token limit would be an invalid call.
 """
@@ -18,6 +21,8 @@ from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.tokens import tokens_starting_with
 
 CLOSE_SLACK = 2  # force the closing path once the budget is this close to its length
+AFFORD_MARGIN = 32  # this close to the closing path's length, choices are checked to fit
+AFFORD_SET = 64  # ... where at most this many tokens are allowed (a choice, not free text)
 
 
 class BudgetPlan:
@@ -32,6 +37,7 @@ class BudgetPlan:
         self.closing: list[int] = []
         self.tail = b""  # the end of the output (a closing tag may be half written)
         self.next_check: Optional[int] = None
+        self.last_path: Optional[int] = None  # length of the latest planned closing path
 
     def clone(self) -> "BudgetPlan":
         twin = BudgetPlan.__new__(BudgetPlan)
@@ -76,9 +82,30 @@ class BudgetPlan:
         if path is None:
             self.next_check = budget - CLOSE_SLACK
             return None
+        self.last_path = len(path)
         gap = budget - len(path) - CLOSE_SLACK
         if gap > 0:
             self.next_check = len(path) + CLOSE_SLACK + gap // 2
             return None
         self.closing = path
         return path[0] if path else None
+
+    def unaffordable(self, matcher, allowed: Optional[np.ndarray], budget: Optional[int]) -> list[int]:
+        """Allowed tokens after which the closing path no longer fits the budget left."""
+        if budget is None or allowed is None or self.closing or self.last_path is None:
+            return []
+        if budget - self.last_path > AFFORD_MARGIN or matcher.is_accepting():
+            return []
+        ids = np.flatnonzero(allowed)
+        if not 1 < ids.size <= AFFORD_SET:
+            return []
+        pieces = self.closer.info.token_bytes()
+        out = []
+        for token in ids.tolist():
+            state = matcher.copy()
+            if token >= len(pieces) or not state.consume(token):
+                continue
+            path = self.closer.path(state, limit=budget, prefer=self.prefer, tail=(self.tail + pieces[token])[-64:])
+            if path is None or len(path) > budget - 1:
+                out.append(token)
+        return out

@@ -9,6 +9,7 @@ import attrs
 from kvgate.core.config import Config
 from kvgate.core.fence.backend import grammar_backend
 from kvgate.core.fence.budget import BudgetPlan
+from kvgate.core.fence.canonical import canonicalizer_for
 from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.grammar import literals_in
 from kvgate.core.fence.grammars import grammar_for
@@ -49,7 +50,7 @@ def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Any, config: Config, 
         verify_dialect(tokenizer_info, dialect)
         grammar_backend(pm, config.fence.backend, tokenizer_info)
         closer_for(tokenizer_info, dialect)
-        tokenizer_info.sorted_pieces()
+        canonicalizer_for(tokenizer_info)
 
 
 def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: TokenizerInfo, config: Config,
@@ -82,7 +83,8 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     plan_state = None
     if matcher is not None:
         plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost)
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids)
+    canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
+    return RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
 
 
 def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:

@@ -1,10 +1,11 @@
 """The per-request token fence: grammar matcher + budget plan + narrowing guards.
 
 The engine calls, per decode position: ``set_budget(remaining)``, ``apply(logits)`` (in place:
-disallowed tokens -> -inf), samples, then ``advance(token)``. Every path (ordinary decode, every
-batch row, draft proposal and speculative verification) uses this same state; drafts are checked
-on a ``clone()`` and the real fence then takes the clone's state for the accepted prefix
-(``take_state``). Guards and the budget only narrow the grammar's set, never empty it.
+disallowed tokens -> -inf; a non-canonical split of forced text hands its logit to the
+canonical token, see :mod:`kvgate.core.fence.canonical`), samples, then ``advance(token)``. Every
+path (ordinary decode, every batch row, draft proposal and speculative verification) uses this
+same state; drafts are checked on a ``clone()`` and the real fence then takes the clone's state
+for the accepted prefix (``take_state``). Guards and the budget only narrow the grammar's set, never empty it.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.mask import bitmask_words, narrow, only, unpack, write_mask
 
 FULL_CHECK_BUDGET = 48  # near the budget's end a draft token is checked against the full mask
+RECENT_TOKENS = 4
 
 
 class RequestFence:
     def __init__(self, vocab: int, matcher: Any = None, guards: Optional[list] = None,
-                 plan: Optional[BudgetPlan] = None, stop_ids: tuple[int, ...] = ()):
+                 plan: Optional[BudgetPlan] = None, stop_ids: tuple[int, ...] = (), canonical: Any = None):
         self.vocab = vocab
         self.matcher = matcher
+        self.canonical = canonical if matcher is not None else None  # a canonical.Canonicalizer
+        self.recent: tuple[int, ...] = ()  # the last output tokens (what forced text may merge with)
         self.guards = list(guards or [])
         self.plan = plan if matcher is not None else None
         self.stop_ids = stop_ids
@@ -43,7 +47,10 @@ class RequestFence:
         self.budget = int(remaining_tokens)
 
     def apply(self, logits: torch.Tensor) -> None:
-        write_mask(logits, self.allowed())
+        mask = self.allowed()
+        if self.canonical is not None and mask is not None:
+            mask = self.canonical.fold(logits, mask, self.matcher, self.recent)
+        write_mask(logits, mask)
 
     def advance(self, token: int) -> None:
         token = int(token)
@@ -59,6 +66,7 @@ class RequestFence:
             self.plan.advance(token, self.matcher)
         if self._intervened_at == self.position:
             self._interventions += 1
+        self.recent = (self.recent + (token,))[-RECENT_TOKENS:]
         self.position += 1
         if self.budget is not None:
             self.budget -= 1
@@ -137,6 +145,7 @@ class RequestFence:
             if closing is not None:
                 return only(closing, self.vocab)
             mask, _ = narrow(mask, self.plan.trigger_bans(self.budget), self.vocab)
+            mask, _ = narrow(mask, self.plan.unaffordable(self.matcher, mask, self.budget), self.vocab)
         return self._guarded(mask)
 
     def _live(self, mask: np.ndarray) -> bool:
