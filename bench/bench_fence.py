@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.fence_report import markdown  # noqa: E402
 from bench.fence_timing import Timings, load, prefix_cache, run_cell  # noqa: E402
-from bench.fence_workload import DIALECTS, MODES, build_requests, judge  # noqa: E402
+from bench.fence_workload import DIALECTS, MAX_TOKENS, MODES, build_requests, judge  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
@@ -50,9 +50,9 @@ def validity(args, runtime, info, pm, cache) -> list[dict]:
             for arm, fenced, spec, count in arms(args):
                 requests = build_requests(dialect, mode, count, random.Random(7))
                 timings, started = Timings(), time.perf_counter()
-                outputs = run_cell(runtime, info, pm, dialect, requests, args.max_tokens, fenced, spec,
-                                   args.batch, timings, cache)
-                row = {"dialect": dialect, "mode": mode, "arm": arm, "batch": args.batch,
+                limit = args.max_tokens or MAX_TOKENS[dialect]
+                outputs = run_cell(runtime, info, pm, dialect, requests, limit, fenced, spec, args.batch, timings, cache)
+                row = {"dialect": dialect, "mode": mode, "arm": arm, "batch": args.batch, "max_tokens": limit,
                        **judge(dialect, mode, requests, outputs, runtime),
                        **timings.summary(time.perf_counter() - started)}
                 rows.append(row)
@@ -66,7 +66,7 @@ def speed(args, runtime, info, pm, cache) -> list[dict]:
     requests = build_requests("chatml_json", "required", args.speed, random.Random(11))
     for arm, fenced, spec in (("no fence", False, 0), ("fence", True, 0), ("fence+spec", True, args.speculative)):
         timings, started = Timings(), time.perf_counter()
-        run_cell(runtime, info, pm, "chatml_json", requests, args.max_tokens, fenced, spec, 1, timings, cache)
+        run_cell(runtime, info, pm, "chatml_json", requests, MAX_TOKENS["chatml_json"], fenced, spec, 1, timings, cache)
         row = {"arm": arm, "prompts": len(requests), **timings.summary(time.perf_counter() - started)}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--main", type=int, default=40, help="prompts per mode, fence on, no speculation")
     parser.add_argument("--side", type=int, default=30, help="prompts per mode, fence+speculation and no fence")
     parser.add_argument("--speed", type=int, default=4, help="prompts per arm of the batch-1 speed runs")
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--max-tokens", type=int, default=0, help="0: per dialect (fence_workload.MAX_TOKENS)")
     parser.add_argument("--dialects", default=",".join(DIALECTS))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--speculative", type=int, default=4, help="draft length of the speculative runs")

@@ -57,6 +57,11 @@ def speed_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def max_tokens(rows: list[dict]) -> str:
+    limits = dict.fromkeys(f"{r['dialect']} {r['max_tokens']}" for r in rows)
+    return ", ".join(limits) + " (the longest shortest call of each dialect fits)"
+
+
 def markdown(rows: list[dict], speeds: list[dict], context: dict) -> str:
     args = context["args"]
     load = ", ".join(f"{x:.2f}" for x in context["load_before"])
@@ -64,8 +69,8 @@ def markdown(rows: list[dict], speeds: list[dict], context: dict) -> str:
     head = [f"## Fence bench ({context['date']})", "",
             f"SmolLM2-135M-Instruct (embedded GGUF, {args['dtype']}), {context['cores']} cores, "
             f"{context['threads']} torch threads; load average before {load}, after {after}; "
-            f"max_tokens {args['max_tokens']}, batch {args['batch']}, speculation: n-gram drafts of "
-            f"{args['speculative']}; half the prompts greedy, half sampled at temperature 0.7; "
+            f"max_tokens {args['max_tokens'] or max_tokens(rows)}, batch {args['batch']}, speculation: n-gram drafts of "
+            f"{args['speculative']}; one call per request (no parallel calls); half the prompts greedy, half sampled at temperature 0.7; "
             f"wall {context['wall_s'] / 60:.1f} min.", "",
             "valid = calls (or JSON answers) that parse with the dialect's parser and validate against "
             "their schema, over outputs that must hold one (auto: outputs that attempted a call). "

@@ -14,6 +14,9 @@ from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.glm_xml import GlmXml
 
 DIALECTS = {"chatml_json": ChatmlJson(), "glm_xml": GlmXml("glm47"), "deepseek_dsml": DeepseekDsml("v32")}
+# SmolLM2 spells DSML's fullwidth bars as three byte tokens each: its shortest calls take 92-157
+# tokens (GLM XML 35-80, ChatML JSON 29-45), so each dialect gets room for its longest call
+MAX_TOKENS = {"chatml_json": 96, "glm_xml": 128, "deepseek_dsml": 192}
 MODES = ("auto", "required", "named", "json_schema", "json_object")
 JSON_MODES = ("json_schema", "json_object")
 CITIES = ["Paris", "Rome", "Tokyo", "Lima", "Oslo", "Cairo", "Seoul", "Quito", "Perth", "Dakar"]
@@ -77,7 +80,7 @@ def build_requests(dialect: str, mode: str, count: int, rng: random.Random) -> l
         tools = [TOOLS[n] for n in picked]
         choice = ToolChoice("named", target) if mode == "named" else ToolChoice(mode)
         out.append(ChatRequest(model="smollm2", messages=[Message("user", text)], tools=tools,
-                               tool_choice=choice, sampling=greedy))
+                               tool_choice=choice, sampling=greedy, parallel_tool_calls=False))
     return out
 
 

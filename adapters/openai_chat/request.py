@@ -33,6 +33,8 @@ def to_chat_request(body: dict, model: str, has_vision: bool, headers: Optional[
     tools = convert_tools(body.get("tools"))
     tool_choice, allowed = convert_tool_choice(body.get("tool_choice"), tools)
     extra: dict[str, Any] = {"allowed_tools": allowed} if allowed else {}
+    if typed(body, "ignore_eos", bool, "", default=False):  # vLLM's extension, for benchmarks
+        extra["ignore_eos"] = True
     return ChatRequest(
         model=model, messages=messages, tools=tools, tool_choice=tool_choice,
         parallel_tool_calls=typed(body, "parallel_tool_calls", bool, "", default=True),

@@ -70,6 +70,15 @@ class BudgetPlan:
                 out += tokens_starting_with(self.closer.info, self.trigger[done:])
         return out
 
+    def unchecked_run(self, matcher, budget: int) -> int:
+        """How many tokens may pass before the closing path must be checked again (a forced run
+        that speculation takes without logits stops there)."""
+        if matcher.is_accepting():
+            return budget
+        if self.next_check is None:
+            return 0
+        return max(0, budget - self.next_check)
+
     def closing_token(self, matcher, budget: Optional[int]) -> Optional[int]:
         """The next token of a forced closing path, once the budget leaves no room for more."""
         if budget is None:

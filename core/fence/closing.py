@@ -5,7 +5,8 @@ for a short way to a state where the output may end, and forces it once the rema
 no longer than that path. The path is found greedily on a copy of the grammar state: the
 dialect's closing tags first (``</arg_value>``), then tokens made of JSON closers (``"``, ``}``,
 ``]``), separators and short values, else the longest allowed token (most bytes of a forced
-literal or a minimum length per token).
+literal or a minimum length per token). When that walk repeats itself (a tag written into a
+JSON string is text), a second walk goes without the closing tags.
 """
 
 from __future__ import annotations
@@ -55,16 +56,28 @@ class Closer:
              tail: bytes = b"") -> Optional[list[int]]:
         """Tokens that bring ``matcher`` (not changed) to an accepting state, or None.
 
-        ``tail`` is the end of the output so far (a closing tag may already be half written)."""
+        ``tail`` is the end of the output so far (a closing tag may already be half written). A
+        walk that writes closing literals first (a raw value ends with its tag) gives up when it
+        takes the same step twice in a row (a tag inside a JSON string is text, not progress);
+        then a walk without them (JSON closers first) is taken."""
+        found = self.walk(matcher, limit, prefer, tail, literals_first=True)
+        return found if found is not None else self.walk(matcher, limit, prefer, tail, literals_first=False)
+
+    def walk(self, matcher, limit: int, prefer: Optional[np.ndarray], tail: bytes,
+             literals_first: bool) -> Optional[list[int]]:
         state = matcher.copy()
         path: list[int] = []
+        previous: Optional[list[int]] = None
         pieces = self.info.token_bytes()
         while len(path) < limit:
             if state.is_accepting():
                 return path
-            step = state.forced_tokens() or self.choose(state, prefer, tail)
+            step = state.forced_tokens()
             if not step:
-                return None
+                step = self.choose(state, prefer, tail, literals_first)
+                if not step or (literals_first and step == previous):
+                    return None
+                previous = step
             for token in step:
                 if not state.consume(token):
                     return None
@@ -87,9 +100,11 @@ class Closer:
                     break
         return out
 
-    def choose(self, state, prefer: Optional[np.ndarray] = None, tail: bytes = b"") -> list[int]:
+    def choose(self, state, prefer: Optional[np.ndarray] = None, tail: bytes = b"",
+               literals_first: bool = True) -> list[int]:
         forced = state.forced_bytes()
-        for rest in self.remainders(tail) + ([forced] if forced else []):
+        rests = self.remainders(tail) if literals_first else []
+        for rest in rests + ([forced] if forced else []):
             tokens = self.encode(rest)
             if tokens and state.allows(tokens) == len(tokens):
                 return tokens

@@ -78,7 +78,11 @@ class RequestFence:
         if self.plan is not None and self.plan.closing:
             return list(self.plan.closing)
         forced = self.matcher.forced_tokens()
-        return forced[: max(0, self.budget)] if self.budget is not None else forced
+        if self.budget is None:
+            return forced
+        if self.plan is not None:  # a run taken without logits must not skip a due budget check
+            forced = forced[: self.plan.unchecked_run(self.matcher, self.budget)]
+        return forced[: max(0, self.budget)]
 
     def clone(self) -> "RequestFence":
         twin = copy.copy(self)

@@ -157,3 +157,14 @@ def test_image_message_says_no_vision():
         convert(body)
     with pytest.raises(InvalidRequest, match="text only"):
         convert(body, has_vision=True)
+
+
+def test_ignore_eos_extension_is_carried_and_typed():
+    from kvgate.adapters.openai_chat.request import to_chat_request
+    from kvgate.core.errors import InvalidRequest
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert to_chat_request({**body, "ignore_eos": True}, "m", False).extra.get("ignore_eos") is True
+    assert "ignore_eos" not in to_chat_request(body, "m", False).extra
+    with pytest.raises(InvalidRequest):
+        to_chat_request({**body, "ignore_eos": "yes"}, "m", False)

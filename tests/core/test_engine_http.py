@@ -91,3 +91,13 @@ def test_full_queue_answers_503_with_retry_after(server):
     ok = httpx.post(server.base_url + "/v1/chat/completions",
                     json={**LONG, "stream": False, "max_tokens": 2}, timeout=60)
     assert ok.status_code == 200
+
+
+def test_ignore_eos_runs_to_the_token_limit(server):
+    wait_idle(server)
+    body = {"model": "smollm2", "temperature": 0, "max_tokens": 40, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Say OK."}]}
+    reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=120).json()
+    assert reply["usage"]["completion_tokens"] == 40 and reply["choices"][0]["finish_reason"] == "length"
+    plain = httpx.post(server.base_url + "/v1/chat/completions", json={**body, "ignore_eos": False}, timeout=120)
+    assert plain.json()["usage"]["completion_tokens"] < 40

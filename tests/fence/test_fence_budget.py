@@ -92,3 +92,29 @@ def test_auto_text_cannot_open_a_call_it_cannot_finish(smol_info, smol_tokenizer
     rest = [t for t in range(smol_info.vocab_size)
             if smol_info.token_bytes()[t].startswith(b"_call>") or smol_info.token_bytes()[t] == b"_"]
     assert rest and not any(mask[t] for t in rest if smol_info.token_bytes()[t].startswith(b"_call>"))
+
+
+@pytest.mark.parametrize("dialect", [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")], ids=lambda d: d.name)
+@pytest.mark.parametrize("spare", [0, 9, 40])
+def test_calls_close_when_forced_runs_skip_the_logits(smol_info, smol_tokenizer, pm, config, dialect, spare):
+    """Speculation takes ``forced_tokens()`` without computing a mask; the runs it gets must stop
+    where the budget is due a check, or the closing path is planned too late."""
+    config.guard.enabled = False
+    fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm)
+    budget = len(fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer)) + spare
+    logits = torch.zeros(smol_tokenizer.get_vocab_size())
+    logits[smol_tokenizer.encode(" hello", add_special_tokens=False).ids[0]] = 10.0
+    logits[2] = -10.0
+    out: list[int] = []
+    while len(out) < budget and not fence.must_stop:
+        fence.set_budget(budget - len(out))
+        run = fence.forced_tokens()
+        if not run:
+            row = logits.clone()
+            fence.apply(row)
+            run = [int(torch.argmax(row))]
+        for token in run:
+            fence.advance(token)
+            out.append(token)
+    verdict = check_calls(dialect, [WEATHER], smol_tokenizer.decode(out))
+    assert verdict.ok and len(verdict.calls) == 1 and len(out) <= budget, (smol_tokenizer.decode(out), verdict.problems)
