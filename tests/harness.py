@@ -83,6 +83,15 @@ class ServerProcess:
         except FileNotFoundError:
             return ""
 
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> bool:
+        """Whether ``text`` appears in the log within ``timeout`` (request lines follow the response)."""
+        deadline = time.time() + timeout
+        while text not in self.log():
+            if time.time() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
         if self.proc and self.proc.poll() is None:

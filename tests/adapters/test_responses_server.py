@@ -152,7 +152,7 @@ def test_bad_requests_get_openai_shaped_errors(server, body, status, code):
 def test_invalid_json_and_the_request_log(server):
     reply = httpx.post(server.base_url + "/responses", content=b"{oops", timeout=30)
     assert reply.status_code == 400 and "JSON" in reply.json()["error"]["message"]
-    assert "POST /responses 400" in server.log()
+    assert server.wait_for_log("POST /responses 400"), server.log()[-2000:]
 
 
 def test_a_client_that_leaves_the_stream_cancels_its_request(server):

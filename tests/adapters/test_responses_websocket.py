@@ -93,7 +93,7 @@ def test_connection_limit_sends_an_error_and_closes(server):
         assert second.protocol.state.name == "OPEN"
     with connect(ws_url(server)) as again:  # slots are released when sockets close
         check_event_stream(create(again, **SHORT, input="Hi"))
-    assert "WEBSOCKET /v1/responses 101" in server.log()
+    assert server.wait_for_log("WEBSOCKET /v1/responses 101"), server.log()[-2000:]
 
 
 def test_openai_sdk_websocket_connection(server):
@@ -126,4 +126,4 @@ def test_a_client_that_leaves_cancels_its_request(server, generate):
     while in_flight(server) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert in_flight(server) == 0
-    assert "client left; request cancelled" in server.log()
+    assert server.wait_for_log("client left; request cancelled"), server.log()[-2000:]

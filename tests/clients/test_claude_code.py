@@ -90,4 +90,4 @@ def test_full_prompt_is_too_long_for_smollm2(claude_bin, server, tmp_path):
     assert output["api_error_status"] == 400
     assert output["terminal_reason"] == "prompt_too_long"
     assert "Prompt is too long" in output["result"] and f"limit {SMOLLM2_CONTEXT}" in output["result"]
-    assert "POST /v1/messages?beta=true 400" in server.log()
+    assert server.wait_for_log("POST /v1/messages?beta=true 400"), server.log()[-2000:]
