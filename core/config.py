@@ -77,7 +77,7 @@ class ModelConfig:
 class EngineConfig:
     max_batch: int = attrs.field(default=16, validator=_positive)
     max_queue: int = attrs.field(default=64, validator=_positive)
-    prefill_chunk: int = attrs.field(default=2048, validator=_positive)
+    prefill_chunk: int = attrs.field(default=512, validator=_positive)
     block_size: int = attrs.field(default=16, validator=_positive)
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
     default_max_tokens: int = attrs.field(default=0, validator=_non_negative)  # 0 = to the context end
