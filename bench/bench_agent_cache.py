@@ -156,6 +156,29 @@ def summarize(report: dict) -> list[str]:
         ssd = sum(r["cached_ssd"] or 0 for r in own)
         lines.append(f"{system}: hit ratio {(device + ssd) / prompt:.1%} (device {device / prompt:.1%}, "
                      f"SSD {ssd / prompt:.1%}) vs ceiling {ideal / prompt:.1%}")
+    lines.extend(ratio_lines(rows, systems))
+    return lines
+
+
+def ratio_lines(rows: list[dict], systems: list[str]) -> list[str]:
+    """The issue's targets: hit TTFT over cold TTFT, the restart's SSD share, median TTFT vs the peer."""
+    lines = []
+    cold = {(r["turn"], r["session"]): r["ttft_s"] for r in rows if r["system"] == "kvgate-cold"}
+    for system in ("kvgate-device", "kvgate-ssd"):
+        ratios = [r["ttft_s"] / cold[(r["turn"], r["session"])] for r in rows
+                  if r["system"] == system and r["turn"] > 1 and not r["restarted"] and (r["turn"], r["session"]) in cold]
+        if ratios:
+            lines.append(f"{system} TTFT / cold TTFT on turns 2+ (same request): median {statistics.median(ratios):.3f}, "
+                         f"max {max(ratios):.3f}")
+    for r in (r for r in rows if r["restarted"]):
+        lines.append(f"after the restart, session {r['session']}: {r['cached_ssd']} of the previous prefix's "
+                     f"{r['ceiling_tokens']} tokens from SSD ({(r['cached_ssd'] or 0) / r['ceiling_tokens']:.2%}), "
+                     f"TTFT {r['ttft_s']:.3f} s vs cold {cold.get((r['turn'], r['session']), float('nan')):.3f} s")
+    medians = {s: statistics.median(r["ttft_s"] for r in rows if r["system"] == s) for s in systems}
+    if "llamacpp" in medians:
+        for system in (s for s in systems if s.startswith("kvgate")):
+            lines.append(f"median TTFT {system} {medians[system]:.3f} s vs llamacpp {medians['llamacpp']:.3f} s: "
+                         f"ratio {medians[system] / medians['llamacpp']:.2f}")
     return lines
 
 

@@ -7,7 +7,7 @@ uses an explicit mask (``is_causal`` aligns the mask wrongly when queries are fe
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary, apply_rotary
+
+Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
 
 
 class LlamaForward:
@@ -40,16 +42,25 @@ class LlamaForward:
     def _head(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
 
+    def _context(self, index: int, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of the context slots of layer ``index``: a view for a slot range, else a gather."""
+        k_cache, v_cache = self.pool.layer_views[index]
+        if isinstance(context, slice):
+            return k_cache[context], v_cache[context]
+        return k_cache.index_select(0, context), v_cache.index_select(0, context)
+
     def prefill(self, tokens: torch.Tensor, start: int, new_slots: torch.Tensor,
-                all_slots: Optional[torch.Tensor], all_logits: bool) -> torch.Tensor:
-        """Forward ``tokens`` at positions [start, start+n); ``all_slots`` covers [0, start+n)."""
+                context: Optional[Context], all_logits: bool) -> torch.Tensor:
+        """Forward ``tokens`` at positions [start, start+n); ``context`` holds the slots of [0, start+n)."""
         n = tokens.shape[0]
         positions = torch.arange(start, start + n, device=tokens.device)
         self.rotary.ensure(start + n)
         cos, sin = self.rotary.tables(positions)
         mask = None
-        if start:
-            mask = torch.arange(start + n, device=tokens.device)[None, :] <= positions[:, None]
+        if start:  # additive, built once: a boolean mask would be converted again in every layer
+            hidden = torch.arange(start + n, device=tokens.device)[None, :] > positions[:, None]
+            mask = torch.zeros(hidden.shape, dtype=self.weights.embed.dtype, device=tokens.device)
+            mask.masked_fill_(hidden, float("-inf"))
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)
@@ -57,7 +68,7 @@ class LlamaForward:
             k_cache.index_copy_(0, new_slots, k)
             v_cache.index_copy_(0, new_slots, v)
             if start:
-                k, v = k_cache.index_select(0, all_slots), v_cache.index_select(0, all_slots)
+                k, v = self._context(index, context)
             # 4-d inputs: 3-d ones miss the CPU flash kernel
             attn = F.scaled_dot_product_attention(
                 q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
@@ -67,12 +78,14 @@ class LlamaForward:
         return self._head(x if all_logits else x[-1:])
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor,
-               context_slots: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """One token per row; ``context_slots`` [batch, keys] (new token included), ``mask`` [batch, 1, 1, keys]."""
-        batch, keys = context_slots.shape
+               context: Context, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """One token per row. ``context``: slots [batch, keys] (new token included), or for a single
+        row the slot range of its context; ``mask`` [batch, 1, 1, keys] hides padding keys."""
+        batch = tokens.shape[0]
         arch = self.arch
         cos, sin = self.rotary.tables(positions)
-        flat_slots = context_slots.view(-1)
+        if not isinstance(context, slice):
+            context = context.view(-1)
         group = arch.heads // arch.kv_heads
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
@@ -80,8 +93,9 @@ class LlamaForward:
             k_cache, v_cache = self.pool.layer_views[index]
             k_cache.index_copy_(0, new_slots, k)
             v_cache.index_copy_(0, new_slots, v)
-            k = k_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
-            v = v_cache.index_select(0, flat_slots).view(batch, keys, arch.kv_heads, arch.head_dim)
+            k, v = self._context(index, context)
+            k = k.view(batch, -1, arch.kv_heads, arch.head_dim)
+            v = v.view(batch, -1, arch.kv_heads, arch.head_dim)
             # one query per row: the query heads of a kv group are rows against that group's keys
             grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
             attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)

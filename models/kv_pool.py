@@ -84,7 +84,7 @@ class KVPool:
             self.refcount[block] += 1
 
     def release(self, blocks: list[int]) -> None:
-        for block in blocks:
+        for block in reversed(blocks):  # freed last-first, so the next allocation pops them in order
             self.refcount[block] -= 1
             if self.refcount[block] == 0:
                 self.free.append(block)
@@ -103,8 +103,24 @@ class KVPool:
     def slots(self, block_table: list[int], start: int, end: int) -> torch.Tensor:
         """Slot indices of token positions [start, end) of a block table, as a long tensor."""
         bs = self.block_size
-        return torch.tensor([block_table[p // bs] * bs + p % bs for p in range(start, end)],
-                            dtype=torch.long, device=self.device)
+        first, last = start // bs, -(-end // bs)
+        blocks = torch.tensor(block_table[first:last], dtype=torch.long, device=self.device)
+        slots = (blocks[:, None] * bs + torch.arange(bs, device=self.device)).view(-1)
+        return slots[start - first * bs:end - first * bs]
+
+    def span(self, block_table: list[int], end: int) -> slice | None:
+        """The slot range of positions [0, end) when its blocks are consecutive in the pool, else None.
+
+        A fresh pool hands out consecutive blocks, so long prompts usually read their context as a
+        view instead of a gathered copy.
+        """
+        count = -(-end // self.block_size)
+        if count == 0:
+            return None
+        first = block_table[0]
+        if block_table[:count] != list(range(first, first + count)):
+            return None
+        return slice(first * self.block_size, first * self.block_size + end)
 
     @torch.inference_mode()
     def read(self, slots: torch.Tensor) -> torch.Tensor:

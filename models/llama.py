@@ -64,8 +64,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         start = session.length
         self._reserve([session], len(tokens))
         new_slots = self.pool.slots(session.block_table, start, start + len(tokens))
-        all_slots = self.pool.slots(session.block_table, 0, start + len(tokens)) if start else None
-        logits = self.forward.prefill(ids, start, new_slots, all_slots, all_logits)
+        context = self._context(session, start + len(tokens)) if start else None
+        logits = self.forward.prefill(ids, start, new_slots, context, all_logits)
         session.tokens.extend(int(t) for t in tokens)
         return logits if all_logits else logits[0]
 
@@ -82,19 +82,25 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         lengths = [s.length for s in sessions]
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
-        context, mask = self._context_slots(sessions, lengths)
-        new_slots = context.gather(1, positions[:, None]).view(-1)
+        if len(sessions) == 1:
+            context, mask = self._context(sessions[0], lengths[0] + 1), None
+            new_slots = self.pool.slots(sessions[0].block_table, lengths[0], lengths[0] + 1)
+        else:
+            context, mask = self._context_slots(sessions, lengths)
+            new_slots = context.gather(1, positions[:, None]).view(-1)
         logits = self.forward.decode(ids, positions, new_slots, context, mask)
         for session, token in zip(sessions, tokens):
             session.tokens.append(int(token))
         return logits
 
+    def _context(self, session: Session, end: int):
+        """Positions [0, end) of one session: a slot range when its blocks are consecutive, else slots."""
+        span = self.pool.span(session.block_table, end)
+        return span if span is not None else self.pool.slots(session.block_table, 0, end)
+
     def _context_slots(self, sessions: Sequence[Session], lengths: list[int]):
         """Slots [batch, keys] of every session's context incl. the new token, and the padding mask."""
         bs = self.block_size
-        if len(sessions) == 1:
-            slots = self.pool.slots(sessions[0].block_table, 0, lengths[0] + 1)
-            return slots[None, :], None
         width = max(len(s.block_table) for s in sessions)
         table = torch.tensor([s.block_table + [0] * (width - len(s.block_table)) for s in sessions],
                              dtype=torch.long, device=self.device)

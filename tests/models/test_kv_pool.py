@@ -50,3 +50,18 @@ def test_grown_storage_is_zeroed_and_keeps_old_blocks():
     pool.allocate(5)
     assert torch.equal(pool.read(torch.arange(first * 4, first * 4 + 4)), values)
     assert not torch.isnan(pool.storage).any()
+
+
+def test_slots_and_span_follow_the_block_table():
+    pool = make_pool()
+    assert pool.slots([3, 1, 7], 2, 9).tolist() == [14, 15, 4, 5, 6, 7, 28]
+    assert pool.span([3, 4, 5], 10) == slice(12, 22)
+    assert pool.span([3, 5, 6], 10) is None
+    assert pool.span([3, 4, 9], 8) == slice(12, 20)  # only the blocks holding [0, end) count
+
+
+def test_freed_blocks_come_back_in_order():
+    pool = make_pool()
+    first = pool.allocate(5)
+    pool.release(first)
+    assert pool.allocate(5) == first

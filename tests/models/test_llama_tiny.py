@@ -40,6 +40,28 @@ def test_append_prefill_and_decode_equal_full_prefill(tiny_models, name):
     assert session.tokens == PROMPT
 
 
+def test_scattered_blocks_read_the_same_context_as_consecutive_ones(tiny_models):
+    """Consecutive blocks are read as a view, scattered ones are gathered: both give the same logits."""
+    directory, model = tiny_models["llama_gqa_tied"]
+    runtime = load_tiny(directory, block_size=4)
+    expected = reference_logits(model, PROMPT)
+    fresh = runtime.new_session()
+    runtime.prefill(fresh, PROMPT[:8])
+    assert runtime.pool.span(fresh.block_table, 8) is not None
+    spacers = [runtime.new_session() for _ in range(3)]
+    scattered = runtime.new_session()
+    for part in range(0, 16, 4):  # interleave allocations so this session's blocks are not consecutive
+        runtime.prefill(scattered, PROMPT[part:part + 4], all_logits=True)
+        runtime.prefill(spacers[part // 4 % 3], [1, 2, 3, 4])
+    assert runtime.pool.span(scattered.block_table, 16) is None
+    parts = [runtime.prefill(scattered, PROMPT[16:20], all_logits=True)]
+    parts += [runtime.decode([scattered], [token]) for token in PROMPT[20:]]
+    assert torch.allclose(torch.cat(parts), expected[16:], atol=TOLERANCE, rtol=0)
+    tail = [runtime.prefill(fresh, PROMPT[8:20], all_logits=True)[-4:]]
+    tail += [runtime.decode([fresh], [token]) for token in PROMPT[20:]]
+    assert torch.allclose(torch.cat(tail), expected[16:], atol=TOLERANCE, rtol=0)
+
+
 def test_batched_decode_over_different_lengths_and_forks(tiny_models):
     directory, model = tiny_models["llama_gqa_tied"]
     runtime = load_tiny(directory, block_size=4)
