@@ -108,7 +108,9 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         slots = (table[:, :, None] * bs + offsets).view(len(sessions), width * bs)
         keys = torch.arange(width * bs, device=self.device)
         limit = torch.tensor(lengths, dtype=torch.long, device=self.device)[:, None]
-        return slots, (keys[None, :] <= limit)[:, None, None, :]
+        mask = torch.zeros(len(sessions), 1, 1, width * bs, dtype=self.dtype, device=self.device)
+        mask.masked_fill_((keys[None, :] > limit)[:, None, None, :], float("-inf"))  # additive: built once a step
+        return slots, mask
 
     # --- state as bytes -------------------------------------------------------------------------
     def state_bytes_per_token(self) -> int:
