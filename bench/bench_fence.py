@@ -16,7 +16,7 @@ speculation and fence off (``--side`` prompts per mode each). Reported per cell:
 Writes bench/out/fence.md (markdown) and bench/out/fence.json, and prints the markdown.
 
     python bench/bench_fence.py                                  # the full run (~30 min, 2 cores)
-    python bench/bench_fence.py --main 4 --side 2 --speed 1      # a quick look
+    python bench/bench_fence.py --main 4 --side 2 --speed 1 --out /tmp/fence   # a quick look
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--batch", type=int, default=24)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--out", default=OUT, help="folder for fence.md and fence.json (quick looks: elsewhere)")
     args = parser.parse_args()
 
     import torch
@@ -99,10 +100,10 @@ def main() -> None:
                "cores": os.cpu_count(), "threads": torch.get_num_threads(), "wall_s": time.perf_counter() - started,
                "args": vars(args)}
     text = markdown(rows, speeds, context)
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "fence.md"), "w") as handle:
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "fence.md"), "w") as handle:
         handle.write(text)
-    with open(os.path.join(OUT, "fence.json"), "w") as handle:
+    with open(os.path.join(args.out, "fence.json"), "w") as handle:
         json.dump({"context": context, "validity": rows, "speed": speeds}, handle, indent=1)
     print(text)
 

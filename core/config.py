@@ -116,7 +116,7 @@ class FenceConfig:
 class GuardConfig:
     enabled: bool = True
     max_token_repeats: int = attrs.field(default=32, validator=_positive)
-    max_pattern_period: int = attrs.field(default=16, validator=_positive)
+    max_pattern_period: int = attrs.field(default=32, validator=_positive)
     min_pattern_repeats: int = attrs.field(default=8, validator=_positive)
 
 

@@ -4,9 +4,12 @@ Detects, on the tokens chosen so far:
 
 * one token repeated ``max_token_repeats`` times in a row -> that token is excluded next (a run
   never grows longer than ``max_token_repeats``);
-* a pattern of period ``2..max_pattern_period`` about to complete its ``min_pattern_repeats``-th
-  repetition -> the token that would complete it is excluded (periods that are multiples of a
-  shorter detected period are left to the shorter one);
+* a pattern of period ``p`` in ``2..max_pattern_period`` about to complete its ``n``-th repetition
+  -> the token that would complete it is excluded (periods that are multiples of a shorter
+  detected period are left to the shorter one). Short periods need ``n = min_pattern_repeats``;
+  a longer one needs only as many as cover ``LOOP_TOKENS`` tokens, and never fewer than
+  ``LONG_REPEATS`` (a JSON object written out three times over, ~20 tokens each, is a loop;
+  two copies may be data);
 * a restart of the reasoning: inside reasoning, the opening tokens of the reasoning recur ->
   the end of reasoning is forced; after reasoning closed, re-opening it is excluded.
 """
@@ -18,6 +21,13 @@ import copy
 from kvgate.core.hookspecs import hookimpl
 
 RESTART_WINDOW = 16  # tokens: the opening of the reasoning that must not recur
+LOOP_TOKENS = 48  # a repeated stretch this long is a loop once it holds LONG_REPEATS copies
+LONG_REPEATS = 3
+
+
+def repeats_needed(period: int, min_repeats: int) -> int:
+    """Copies of a pattern of ``period`` tokens that make a loop."""
+    return min(min_repeats, max(LONG_REPEATS, -(-LOOP_TOKENS // period)))
 
 
 class LoopGuard:
@@ -25,7 +35,7 @@ class LoopGuard:
         config = setup.config
         self.max_repeats = config.max_token_repeats
         self.max_period = config.max_pattern_period
-        self.min_repeats = config.min_pattern_repeats
+        self.needed = [0] + [repeats_needed(p, config.min_pattern_repeats) for p in range(1, self.max_period + 1)]
         self.info = setup.info
         self.open_bytes = setup.think_open.encode("utf-8")
         self.close_bytes = setup.think_close.encode("utf-8")
@@ -84,7 +94,7 @@ class LoopGuard:
         tokens = self.tokens
         for period in range(2, min(self.max_period, len(tokens)) + 1):
             covered = self.runs[period] + period
-            if covered < period * self.min_repeats - 1:
+            if covered < period * self.needed[period] - 1:
                 continue
             if any(period % d == 0 and self.runs[d] + d >= covered for d in range(1, period)):
                 continue

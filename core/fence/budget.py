@@ -1,14 +1,24 @@
 """What the token budget allows: closing an open structure in time, no new call without room.
 
-* An open structure is closed before ``max_tokens`` runs out: closing paths are planned (see
-  :mod:`kvgate.core.fence.closing`) at budgets that halve the gap to the last path's length, and
-  forced once the remaining budget is no longer than the path (plus a little slack).
-* Once a structure closed, the output stops when another complete call cannot fit.
-* Near the end of the budget, a choice (few allowed tokens: a parameter name, an optional
-  member) that would make the closing path longer than the budget left is excluded: one token
-  can open a whole optional field, which the halving schedule alone would not see in time.
-* In free text, the trigger may not complete when a call could not fit: a call cut off by the
-  token limit would be an invalid call.
+A call cut off by ``max_tokens`` is an invalid call, so the fence keeps an invariant: once the
+budget left is within ``TIGHT_MARGIN`` tokens of the closing path's length (the tight zone), every
+token taken keeps ``len(closing path after it) <= budget left after it``. The closing path is a
+list of tokens that takes the grammar state to one where the output may end (see
+:mod:`kvgate.core.fence.closing`); in the tight zone it is always known for the current state:
+
+* taking its first token leaves the rest of it, which still fits (the fallback that keeps the
+  invariant by construction);
+* any other token is tried on a copy of the grammar state (:meth:`BudgetPlan.fits`): the old path
+  still valid after it, else a fresh walk; it is allowed only when that path fits. Whatever
+  token is taken, the path after it is the one verified, so it never goes stale;
+* when the path is exactly as long as the budget left, it is forced (``closing``) to the end.
+
+Outside the tight zone the path is measured only at budgets that shrink the gap to it by a
+quarter each time (nothing extra per step in between): a path grows by at most a few tokens per
+token written, so the zone is entered while the path still fits.
+
+Also: once a structure closed, the output stops when another complete call cannot fit; in free
+text the trigger may not complete when a call could not fit.
 """
 
 from __future__ import annotations
@@ -20,13 +30,13 @@ import numpy as np
 from kvgate.core.fence.closing import Closer
 from kvgate.core.fence.tokens import tokens_starting_with
 
-CLOSE_SLACK = 2  # force the closing path once the budget is this close to its length
-AFFORD_MARGIN = 32  # this close to the closing path's length, choices are checked to fit
-AFFORD_SET = 64  # ... where at most this many tokens are allowed (a choice, not free text)
+CALL_SLACK = 2  # a second call needs its shortest length plus this
+TIGHT_MARGIN = 24  # within this many tokens of the closing path's length, every token is checked
+SCHEDULE_SHARE = 4  # outside the zone, measure again once a quarter of the gap (beyond it) is spent
 
 
 class BudgetPlan:
-    """Per-request budget state; ``clone`` copies it (paths are immutable lists)."""
+    """Per-request budget state; ``clone`` copies it (paths are never mutated in place)."""
 
     def __init__(self, closer: Closer, prefer: Optional[np.ndarray], trigger: str, call_cost: Optional[int]):
         self.closer = closer
@@ -34,28 +44,117 @@ class BudgetPlan:
         self.trigger = trigger.encode("utf-8")
         self.call_cost = call_cost  # tokens of the shortest complete call (None: no second call)
         self.entered = False  # a structure has been opened (the grammar was not accepting once)
-        self.closing: list[int] = []
+        self.closing: list[int] = []  # the forced rest of the closing path
         self.tail = b""  # the end of the output (a closing tag may be half written)
-        self.next_check: Optional[int] = None
-        self.last_path: Optional[int] = None  # length of the latest planned closing path
+        self.next_check: Optional[int] = None  # outside the zone: the budget at which to measure
+        self.tight = False
+        self.path: Optional[list[int]] = None  # in the zone: the closing path from this state
+        self.verified: dict[int, list[int]] = {}  # token -> the path after it (this position)
 
     def clone(self) -> "BudgetPlan":
         twin = BudgetPlan.__new__(BudgetPlan)
         twin.__dict__.update(self.__dict__)
         twin.closing = list(self.closing)
+        twin.verified = dict(self.verified)
         return twin
 
     def advance(self, token: int, matcher) -> None:
         if self.closing:
             self.closing = self.closing[1:] if self.closing[0] == token else []
+        if self.tight:
+            if self.path and self.path[0] == token:
+                self.path = self.path[1:]
+            else:
+                self.path = self.verified.get(token)  # None: planned again before the next token
+        self.verified = {}
         pieces = self.closer.info.token_bytes()
         if 0 <= token < len(pieces):
             self.tail = (self.tail + pieces[token])[-64:]
         if not self.entered and not matcher.is_accepting():
             self.entered = True
 
+    # ---- the closing invariant
+
+    def prepare(self, matcher, budget: Optional[int]) -> Optional[int]:
+        """Measure when due; the next token of a forced closing path, when one is forced."""
+        if budget is None:
+            return None
+        if self.closing:
+            return self.closing[0]
+        if matcher.is_accepting():
+            self.path = [] if self.tight else None
+            return None
+        if not self.tight:
+            if self.next_check is not None and budget > self.next_check:
+                return None
+            self.measure(matcher, budget)
+        if self.tight and self.path is None:
+            self.path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail)
+        if self.tight and self.path and len(self.path) >= budget:
+            self.closing = list(self.path)
+            return self.closing[0]
+        return None
+
+    def measure(self, matcher, budget: int) -> None:
+        path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail)
+        if path is None:
+            self.next_check = budget - 1
+            return
+        gap = budget - len(path)
+        if gap <= TIGHT_MARGIN:
+            self.tight, self.path = True, path
+        else:
+            self.next_check = budget - max(1, (gap - TIGHT_MARGIN) // SCHEDULE_SHARE)
+
+    def due(self, matcher, budget: int) -> bool:
+        """The next token needs the budget's attention (a forced close, the zone, a measurement)."""
+        if self.closing or self.tight:
+            return True
+        return not matcher.is_accepting() and (self.next_check is None or budget <= self.next_check)
+
+    def in_force(self) -> bool:
+        """Tokens are checked one by one (the tight zone, with a known path and no forced close)."""
+        return self.tight and self.path is not None and not self.closing
+
+    def fits(self, matcher, token: int, budget: int) -> bool:
+        """Whether the closing path after ``token`` fits the budget left after it (tight zone)."""
+        if self.path is None or (self.path and token == self.path[0]) or token in self.verified:
+            return True
+        state = matcher.copy()
+        if not state.consume(token):
+            return False
+        room = budget - 1
+        path = self.path if len(self.path) <= room and reaches_end(state, self.path) else None
+        if path is None:
+            tail = (self.tail + self.closer.info.token_bytes()[token])[-64:]
+            path = self.closer.path(state, limit=room + 1, prefer=self.prefer, tail=tail)
+        if path is None or len(path) > room:
+            return False
+        self.verified[token] = path
+        return True
+
+    def run_on_path(self, forced: list[int]) -> list[int]:
+        """The part of a forced run that follows the closing path (its state after is known)."""
+        if not self.tight or self.path is None:
+            return forced
+        count = 0
+        while count < min(len(forced), len(self.path)) and forced[count] == self.path[count]:
+            count += 1
+        return forced[:count]
+
+    def unchecked_run(self, matcher, budget: int) -> int:
+        """How many tokens may pass before the path must be measured (a forced run that
+        speculation takes without logits stops there)."""
+        if matcher.is_accepting() or self.tight:
+            return budget
+        if self.next_check is None:
+            return 0
+        return max(0, budget - self.next_check)
+
+    # ---- room for another call
+
     def no_room_for_a_call(self, budget: Optional[int]) -> bool:
-        return budget is not None and self.call_cost is not None and budget < self.call_cost + CLOSE_SLACK
+        return budget is not None and self.call_cost is not None and budget < self.call_cost + CALL_SLACK
 
     def must_stop(self, matcher, budget: Optional[int]) -> bool:
         return self.entered and self.no_room_for_a_call(budget) and matcher.is_accepting()
@@ -70,51 +169,12 @@ class BudgetPlan:
                 out += tokens_starting_with(self.closer.info, self.trigger[done:])
         return out
 
-    def unchecked_run(self, matcher, budget: int) -> int:
-        """How many tokens may pass before the closing path must be checked again (a forced run
-        that speculation takes without logits stops there)."""
-        if matcher.is_accepting():
-            return budget
-        if self.next_check is None:
-            return 0
-        return max(0, budget - self.next_check)
 
-    def closing_token(self, matcher, budget: Optional[int]) -> Optional[int]:
-        """The next token of a forced closing path, once the budget leaves no room for more."""
-        if budget is None:
-            return None
-        if self.closing:
-            return self.closing[0]
-        if matcher.is_accepting() or (self.next_check is not None and budget > self.next_check):
-            return None
-        path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail)
-        if path is None:
-            self.next_check = budget - CLOSE_SLACK
-            return None
-        self.last_path = len(path)
-        gap = budget - len(path) - CLOSE_SLACK
-        if gap > 0:
-            self.next_check = len(path) + CLOSE_SLACK + gap // 2
-            return None
-        self.closing = path
-        return path[0] if path else None
-
-    def unaffordable(self, matcher, allowed: Optional[np.ndarray], budget: Optional[int]) -> list[int]:
-        """Allowed tokens after which the closing path no longer fits the budget left."""
-        if budget is None or allowed is None or self.closing or self.last_path is None:
-            return []
-        if budget - self.last_path > AFFORD_MARGIN or matcher.is_accepting():
-            return []
-        ids = np.flatnonzero(allowed)
-        if not 1 < ids.size <= AFFORD_SET:
-            return []
-        pieces = self.closer.info.token_bytes()
-        out = []
-        for token in ids.tolist():
-            state = matcher.copy()
-            if token >= len(pieces) or not state.consume(token):
-                continue
-            path = self.closer.path(state, limit=budget, prefer=self.prefer, tail=(self.tail + pieces[token])[-64:])
-            if path is None or len(path) > budget - 1:
-                out.append(token)
-        return out
+def reaches_end(state, path: list[int]) -> bool:
+    """Whether ``path`` takes ``state`` (consumed) to a state where the output may end."""
+    if state.allows(path) != len(path):
+        return False
+    probe = state.copy()
+    for token in path:
+        probe.consume(token)
+    return probe.is_accepting()

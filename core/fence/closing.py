@@ -4,9 +4,10 @@ A call cut off by ``max_tokens`` is an invalid call, so near the end of the budg
 for a short way to a state where the output may end, and forces it once the remaining budget is
 no longer than that path. The path is found greedily on a copy of the grammar state: the
 dialect's closing tags first (``</arg_value>``), then tokens made of JSON closers (``"``, ``}``,
-``]``), separators and short values, else the longest allowed token (most bytes of a forced
-literal or a minimum length per token). When that walk repeats itself (a tag written into a
-JSON string is text), a second walk goes without the closing tags.
+``]``; a quote first inside text, brackets first elsewhere), separators and short values, else
+the longest allowed token (most bytes of a forced literal or a minimum length per token). When
+that walk repeats itself (a tag written into a JSON string is text), a second walk goes without
+the closing tags.
 """
 
 from __future__ import annotations
@@ -39,18 +40,22 @@ class Closer:
         ranked = sorted(range(self.vocab), key=lambda i: (not pieces[i].startswith(b'"'), -len(pieces[i])))
         real = [i for i in ranked if pieces[i] and i not in info.special_ids]
         self.closers = np.array([i for i in real if set(pieces[i]) <= CLOSERS], dtype=np.int64)
+        # outside a string a quote would open one: brackets first there
+        self.brackets_first = np.array(sorted(self.closers.tolist(), key=lambda i: pieces[i].startswith(b'"')),
+                                       dtype=np.int64)
+        self.letter = info.encode("a")[0]  # allowed only inside text (a string, a raw value)
         self.separators = np.array([i for i in real if set(pieces[i]) <= SEPARATORS], dtype=np.int64)
         self.values = np.array([i for i in real if pieces[i] in VALUES], dtype=np.int64)
 
     def preferred(self, names: list[str]) -> np.ndarray:
         """Tokens that start spelling one of ``names`` (the required parameters): when the path
         must add a member, it adds a required one."""
-        ids = set()
+        ids: dict[int, None] = {}  # the tokenizer's own first token of a whole name first
         for name in names:
             for spelled in (name, '"' + name):
-                for end in range(1, len(spelled) + 1):
-                    ids.update(self.info.encode(spelled[:end])[:1])
-        return np.array(sorted(ids), dtype=np.int64)
+                for end in range(len(spelled), 0, -1):
+                    ids.update(dict.fromkeys(self.info.encode(spelled[:end])[:1]))
+        return np.array(list(ids), dtype=np.int64)
 
     def path(self, matcher, limit: int = MAX_PATH, prefer: Optional[np.ndarray] = None,
              tail: bytes = b"") -> Optional[list[int]]:
@@ -95,6 +100,8 @@ class Closer:
         out = []
         for literal in self.literals:
             for done in range(len(literal) - 1, -1, -1):
+                if 0x80 <= literal[done] < 0xC0:
+                    continue  # the rest would start inside a character: it cannot be encoded as text
                 if tail.endswith(literal[:done]):
                     out.append(literal[done:])
                     break
@@ -111,7 +118,8 @@ class Closer:
         bits = np.zeros(bitmask_words(self.vocab), dtype=np.int32)  # per call: fences run on several threads
         state.fill_mask(bits)
         allowed = unpack(bits, self.vocab)
-        groups = (self.closers, self.separators, self.values) + ((prefer,) if prefer is not None else ())
+        closers = self.closers if allowed[self.letter] else self.brackets_first
+        groups = (closers, self.separators, self.values) + ((prefer,) if prefer is not None else ())
         for group in groups:
             hits = group[allowed[group]] if group.size else group
             if hits.size:

@@ -2,7 +2,8 @@
 
 Parameters come in any order, each at most once, every required one before the call closes
 (``AnyOrder``). String parameters are raw text up to the value's closing tag with the dialect's
-markup excluded; other values are compact JSON valid against the parameter's schema.
+markup excluded (DSML: anything that opens a tag, ``<｜DSML｜`` or ``</｜DSML｜``); other values are
+compact JSON valid against the parameter's schema.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def glm_xml(dialect: Any, plan: FencePlan) -> Node:
 def deepseek_dsml(dialect: Any, plan: FencePlan) -> Node:
     lit = lambda key: literal(dialect, key)  # noqa: E731
     markup = tuple(lit(key) for key in DSML_MARKUP)
+    dsml = dialect.literals.get("dsml", "")
+    if dsml:  # every tag opens with one of these: a value may not start any tag, in any token split
+        markup = ("<" + dsml, "</" + dsml)
     flags = {True: lit("param_string_true"), False: lit("param_string_false")}
 
     def field(key: str, schema: Any, required: bool) -> Field:

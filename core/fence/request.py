@@ -6,6 +6,9 @@ canonical token, see :mod:`kvgate.core.fence.canonical`), samples, then ``advanc
 path (ordinary decode, every batch row, draft proposal and speculative verification) uses this
 same state; drafts are checked on a ``clone()`` and the real fence then takes the clone's state
 for the accepted prefix (``take_state``). Guards and the budget only narrow the grammar's set, never empty it.
+In the budget's tight zone (:mod:`kvgate.core.fence.budget`) ``apply`` keeps only tokens after which
+the closing path still fits (:mod:`kvgate.core.fence.invariant`), and ``allows`` checks a draft
+token the same way, so drafts and every batch row keep the same invariant.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 
 from kvgate.core.fence.budget import BudgetPlan
 from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.invariant import keep_fitting
 from kvgate.core.fence.mask import bitmask_words, narrow, only, unpack, write_mask
 
 FULL_CHECK_BUDGET = 48  # near the budget's end a draft token is checked against the full mask
@@ -47,9 +51,14 @@ class RequestFence:
         self.budget = int(remaining_tokens)
 
     def apply(self, logits: torch.Tensor) -> None:
-        mask = self.allowed()
+        mask = self._candidates()
+        if self._forcing(mask):
+            write_mask(logits, mask)
+            return
         if self.canonical is not None and mask is not None:
             mask = self.canonical.fold(logits, mask, self.matcher, self.recent)
+        if self.plan is not None and self.plan.in_force():
+            mask = keep_fitting(self.plan, self.matcher, mask, logits, self.budget, self.stop_ids)
         write_mask(logits, mask)
 
     def advance(self, token: int) -> None:
@@ -81,7 +90,7 @@ class RequestFence:
         if self.budget is None:
             return forced
         if self.plan is not None:  # a run taken without logits must not skip a due budget check
-            forced = forced[: self.plan.unchecked_run(self.matcher, self.budget)]
+            forced = self.plan.run_on_path(forced[: self.plan.unchecked_run(self.matcher, self.budget)])
         return forced[: max(0, self.budget)]
 
     def clone(self) -> "RequestFence":
@@ -119,10 +128,12 @@ class RequestFence:
         """Whether ``token`` may come next (cheap: no full mask unless the budget is nearly spent)."""
         if not 0 <= token < self.vocab:
             return False
-        closing = self.plan is not None and self.plan.closing
-        if closing or (self.budget is not None and self.budget <= FULL_CHECK_BUDGET):
-            mask = self.allowed()
-            return mask is None or bool(mask[token])
+        if self.plan is not None and self.budget is not None and (
+                self.budget <= FULL_CHECK_BUDGET or self.plan.due(self.matcher, self.budget)):
+            mask = self._candidates()
+            if mask is not None and not mask[token]:
+                return False
+            return self._fits(token)
         if self.matcher is not None:
             ok = self.matcher.is_accepting() if token in self.stop_ids else self.matcher.allows([token]) == 1
             if not ok:
@@ -136,7 +147,30 @@ class RequestFence:
         return True
 
     def allowed(self) -> Optional[np.ndarray]:
-        """The allowed set at this position (None: every token)."""
+        """The allowed set at this position (None: every token). In the budget's tight zone, without
+        logits to rank them, only tokens already checked to fit and the closing path's first token."""
+        mask = self._candidates()
+        if self._forcing(mask) or self.plan is None or not self.plan.in_force():
+            return mask
+        fitting = [t for t in self.plan.verified if mask is None or mask[t]] + self.plan.path[:1]
+        if not self.plan.path:
+            fitting += [t for t in self.stop_ids if mask is None or mask[t]]
+        out = np.zeros(self.vocab, dtype=np.bool_)
+        out[fitting] = True
+        return out
+
+    def _fits(self, token: int) -> bool:
+        plan = self.plan
+        if token in self.stop_ids or not plan.in_force() or plan.closing:
+            return True
+        return plan.fits(self.matcher, token, self.budget)
+
+    def _forcing(self, mask: Optional[np.ndarray]) -> bool:
+        """The budget forces a closing token (the mask holds just it)."""
+        return self.plan is not None and bool(self.plan.closing) and mask is not None
+
+    def _candidates(self) -> Optional[np.ndarray]:
+        """Grammar, budget (forced close, trigger bans) and guards; before the closing invariant."""
         mask = None
         if self.matcher is not None:
             self.matcher.fill_mask(self._bits)
@@ -145,11 +179,10 @@ class RequestFence:
                 raise FenceError(f"the grammar backend allows no token at position {self.position} "
                                  f"({self.matcher.error() or 'empty mask while a structure is open'})")
         if self.plan is not None:
-            closing = self.plan.closing_token(self.matcher, self.budget)
+            closing = self.plan.prepare(self.matcher, self.budget)
             if closing is not None:
                 return only(closing, self.vocab)
             mask, _ = narrow(mask, self.plan.trigger_bans(self.budget), self.vocab)
-            mask, _ = narrow(mask, self.plan.unaffordable(self.matcher, mask, self.budget), self.vocab)
         return self._guarded(mask)
 
     def _live(self, mask: np.ndarray) -> bool:

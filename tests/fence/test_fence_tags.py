@@ -3,6 +3,7 @@ call closes, raw string values without markup, typed values as JSON, the trigger
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
@@ -93,3 +94,21 @@ def test_raw_string_values_keep_enum_and_length(drive, dialect):
     assert drive(dialect, request("required", tools=(tool,))).accepts(good)
     for bad in (args(unit="kelvin", code="ab"), args(unit="celsius", code="abcd"), args(unit="celsius", code="a")):
         assert rejected(drive(dialect, request("required", tools=(tool,))), calls_text(dialect, ("pick", bad)))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS[2:], ids=lambda d: f"{d.name}-{d.variant}")
+def test_dsml_values_cannot_open_any_tag(drive, dialect, smol_info):
+    """A string value (raw) or a JSON string (string="false") may hold no ``<｜DSML｜`` / ``</｜DSML｜``,
+    whole tag or not, in any token split: the bench once saw ``</｜DSML｜function_calls*>`` repeated."""
+    head = calls_text(dialect, ("get_weather", args(days=1, city="x")))
+    head = head[: head.index(">x<") + 1]
+    for value in ("a</｜DSML｜function_calls*>", "<｜DSML｜x", "b</｜DSML｜invoke"):
+        assert rejected(drive(dialect, request("required")), head + value)
+    driver, text = drive(dialect, request("required")), head + "Paris <b>｜DSML｜ & <｜x"
+    assert driver.feed(text) == len(driver.tokenizer.encode(text).ids)
+    for byte in b"</\xef\xbd\x9cDSML\xef\xbd\x9c":  # byte by byte: the tag may only be the value's end
+        driver.fence.advance(next(t for t, p in enumerate(smol_info.token_bytes()) if p == bytes([byte])))
+    pieces = smol_info.token_bytes()
+    allowed = np.flatnonzero(driver.fence.allowed())
+    assert allowed.size and all(b"parameter>".startswith(pieces[t]) or pieces[t].startswith(b"parameter>")
+                                for t in allowed)

@@ -37,6 +37,17 @@ def test_repeated_pattern_successor_is_banned(smol_info):
     assert feed(guard(smol_info, max_pattern_period=4, min_pattern_repeats=3), [1, 2, 3, 1, 2]).banned() == []
 
 
+def test_defaults_catch_a_json_object_written_three_times(smol_info):
+    """The bench's runaway answer: a ~20-token pattern; two copies may be data, a third is a loop."""
+    pattern = smol_info.encode('"conditions": [{"city": "LIMA", "temperature": 28, ')
+    assert len(pattern) > 16
+    g = feed(guard(smol_info), pattern * 2 + pattern[:-1])
+    assert g.banned() == [pattern[-1]]
+    assert feed(guard(smol_info), pattern + pattern[:-1]).banned() == []
+    assert feed(guard(smol_info), [1, 2] * 6 + [1]).banned() == []  # short periods keep their 8 copies
+    assert feed(guard(smol_info), [1, 2] * 7 + [1]).banned() == [2]
+
+
 def test_a_run_of_one_token_is_left_to_the_repeat_rule(smol_info):
     g = feed(guard(smol_info, max_token_repeats=32, max_pattern_period=4, min_pattern_repeats=3), [9] * 12)
     assert g.banned() == []  # period 2 or 4 of "9 9" is the same run, not a pattern
