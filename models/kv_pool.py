@@ -1,8 +1,10 @@
 """A pool of fixed-size blocks of per-token KV for all layers of one model.
 
 Storage is one tensor ``[layers, 2 (k/v), slots, kv_heads, head_dim]`` where a block is
-``block_size`` consecutive slots. It grows lazily in slabs (zero-filled, so padding slots never
-hold NaN) up to ``capacity_tokens``. Blocks are reference-counted; a session sharing a partial last
+``block_size`` consecutive slots. Its full ``capacity_tokens`` are reserved at construction but
+left untouched (on CPU untouched pages take no memory); blocks are handed out lazily in slabs,
+each zero-filled when first handed out (so padding slots never hold NaN). Growing therefore never
+copies what is already there, and a block's slots never move. Blocks are reference-counted; a session sharing a partial last
 block copies it before writing (copy-on-write). The storage is only touched in inference mode (an
 inference tensor cannot be written outside it).
 """
@@ -29,10 +31,12 @@ class KVPool:
         self.capacity_blocks = capacity_tokens // block_size
         self.dtype, self.device = dtype, torch.device(device)
         self.slab_blocks = slab_blocks
-        self.storage = torch.zeros(layers, 2, 0, kv_heads, head_dim, dtype=dtype, device=self.device)
+        with torch.inference_mode():
+            self.storage = torch.empty(layers, 2, self.capacity_blocks * block_size, kv_heads, head_dim,
+                                       dtype=dtype, device=self.device)
         self.refcount: list[int] = []
         self.free: list[int] = []
-        self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.layer_views = [(self.storage[i, 0], self.storage[i, 1]) for i in range(layers)]
 
     # --- sizes ----------------------------------------------------------------------------------
     @property
@@ -60,10 +64,7 @@ class KVPool:
     def _grow(self, wanted: int) -> None:
         current = self.blocks_allocated
         target = min(self.capacity_blocks, max(current + wanted, current * 2, self.slab_blocks))
-        extra = torch.zeros(self.layers, 2, (target - current) * self.block_size, self.kv_heads,
-                            self.head_dim, dtype=self.dtype, device=self.device)
-        self.storage = torch.cat([self.storage, extra], dim=2)
-        self.layer_views = [(self.storage[i, 0], self.storage[i, 1]) for i in range(self.layers)]
+        self.storage[:, :, current * self.block_size:target * self.block_size].zero_()
         self.free.extend(range(target - 1, current - 1, -1))
         self.refcount.extend([0] * (target - current))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import threading
 import time
@@ -102,6 +103,7 @@ class SsdTier:
 
     # --- writer thread ----------------------------------------------------------------------------
     def _run(self) -> None:
+        lower_own_priority()
         while True:
             kind, subject, extra = self.jobs.get()
             try:
@@ -172,3 +174,15 @@ class SsdTier:
             self.jobs.put(("stop", None, None))
             self.writer.join(timeout=60)
         self.store.close()
+
+
+def lower_own_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (Linux applies nice values per thread).
+
+    Backups are background work: a writer competing for a core with the forward's threads delays
+    every operation of a multi-threaded forward, not just one.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
+        pass

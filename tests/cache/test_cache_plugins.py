@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+
 import click
+import pytest
 
 from kvgate.core.cache.build import build_cache_manager, build_tiers
 from kvgate.core.cache.device import DeviceTier
@@ -45,3 +50,16 @@ def test_a_store_in_use_by_another_process_disables_only_the_ssd_tier(tmp_path, 
     assert "in use by another process" in caplog.text
     manager.close()
     holder.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_ssd_writer_runs_at_the_lowest_cpu_priority(tmp_path, cache_runtime):
+    tier = build_tiers(cache_config(tmp_path), cache_runtime, build_plugin_manager())["ssd"]
+    try:
+        deadline, niceness = time.monotonic() + 5, None
+        while niceness != 19 and time.monotonic() < deadline:  # the thread lowers itself when it starts
+            time.sleep(0.01)
+            niceness = os.getpriority(os.PRIO_PROCESS, tier.writer.native_id) if tier.writer.native_id else None
+        assert niceness == 19 and os.getpriority(os.PRIO_PROCESS, 0) < 19  # the writer only, not the process
+    finally:
+        tier.close()

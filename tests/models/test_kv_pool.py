@@ -49,7 +49,9 @@ def test_grown_storage_is_zeroed_and_keeps_old_blocks():
     pool.write(torch.arange(first * 4, first * 4 + 4), values)
     pool.allocate(5)
     assert torch.equal(pool.read(torch.arange(first * 4, first * 4 + 4)), values)
-    assert not torch.isnan(pool.storage).any()
+    handed_out = pool.storage[:, :, : pool.blocks_allocated * 4]
+    assert pool.blocks_allocated == 6 and not torch.isnan(handed_out).any()
+    assert torch.count_nonzero(handed_out) == values.numel()  # all but the written block is zero
 
 
 def test_slots_and_span_follow_the_block_table():
