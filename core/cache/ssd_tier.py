@@ -176,13 +176,17 @@ class SsdTier:
         self.store.close()
 
 
+WRITER_NICENESS = 10  # about a tenth of a core's share against the forward's threads, never starved
+
+
 def lower_own_priority() -> None:
-    """Run the calling thread at the lowest CPU priority (Linux applies nice values per thread).
+    """Run the calling thread at a low CPU priority (Linux applies nice values per thread).
 
     Backups are background work: a writer competing for a core with the forward's threads delays
     every operation of a multi-threaded forward, not just one.
     """
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(WRITER_NICENESS, os.getpriority(os.PRIO_PROCESS, thread)))
     except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
         pass

@@ -12,7 +12,7 @@ import pytest
 from kvgate.core.cache.build import build_cache_manager, build_tiers
 from kvgate.core.cache.device import DeviceTier
 from kvgate.core.cache.ssd_store import SsdStore
-from kvgate.core.cache.ssd_tier import SsdTier
+from kvgate.core.cache.ssd_tier import WRITER_NICENESS, SsdTier
 from kvgate.core.plugins import build_plugin_manager, collect
 from tests.cache.conftest import cache_config
 
@@ -53,13 +53,13 @@ def test_a_store_in_use_by_another_process_disables_only_the_ssd_tier(tmp_path, 
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
-def test_the_ssd_writer_runs_at_the_lowest_cpu_priority(tmp_path, cache_runtime):
+def test_the_ssd_writer_runs_at_a_low_cpu_priority(tmp_path, cache_runtime):
     tier = build_tiers(cache_config(tmp_path), cache_runtime, build_plugin_manager())["ssd"]
     try:
         deadline, niceness = time.monotonic() + 5, None
-        while niceness != 19 and time.monotonic() < deadline:  # the thread lowers itself when it starts
+        while niceness != WRITER_NICENESS and time.monotonic() < deadline:  # the thread lowers itself when it starts
             time.sleep(0.01)
             niceness = os.getpriority(os.PRIO_PROCESS, tier.writer.native_id) if tier.writer.native_id else None
-        assert niceness == 19 and os.getpriority(os.PRIO_PROCESS, 0) < 19  # the writer only, not the process
+        assert niceness == WRITER_NICENESS and os.getpriority(os.PRIO_PROCESS, 0) < WRITER_NICENESS  # the writer only, not the process
     finally:
         tier.close()
