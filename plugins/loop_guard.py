@@ -8,8 +8,8 @@ Detects, on the tokens chosen so far:
   -> the token that would complete it is excluded (periods that are multiples of a shorter
   detected period are left to the shorter one). Short periods need ``n = min_pattern_repeats``;
   a longer one needs only as many as cover ``LOOP_TOKENS`` tokens, and never fewer than
-  ``LONG_REPEATS`` (a JSON object written out three times over, ~20 tokens each, is a loop;
-  two copies may be data);
+  ``LONG_REPEATS`` (a ~20-token JSON object written out five times over is a loop; three
+  identical lines of code may be what was asked for);
 * a restart of the reasoning: inside reasoning, the opening tokens of the reasoning recur ->
   the end of reasoning is forced; after reasoning closed, re-opening it is excluded.
 """
@@ -21,8 +21,8 @@ import copy
 from kvgate.core.hookspecs import hookimpl
 
 RESTART_WINDOW = 16  # tokens: the opening of the reasoning that must not recur
-LOOP_TOKENS = 48  # a repeated stretch this long is a loop once it holds LONG_REPEATS copies
-LONG_REPEATS = 3
+LOOP_TOKENS = 96  # a repeated stretch this long is a loop once it holds LONG_REPEATS copies
+LONG_REPEATS = 4
 
 
 def repeats_needed(period: int, min_repeats: int) -> int:

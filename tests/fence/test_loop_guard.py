@@ -8,7 +8,7 @@ from kvgate.core.config import GuardConfig
 from kvgate.core.fence import build_request_fence
 from kvgate.core.fence.guards import GuardSetup
 from kvgate.dialects.chatml_json import ChatmlJson
-from kvgate.plugins.loop_guard import RESTART_WINDOW, LoopGuard
+from kvgate.plugins.loop_guard import RESTART_WINDOW, LoopGuard, repeats_needed
 from tests.fence.conftest import request
 
 
@@ -37,13 +37,15 @@ def test_repeated_pattern_successor_is_banned(smol_info):
     assert feed(guard(smol_info, max_pattern_period=4, min_pattern_repeats=3), [1, 2, 3, 1, 2]).banned() == []
 
 
-def test_defaults_catch_a_json_object_written_three_times(smol_info):
-    """The bench's runaway answer: a ~20-token pattern; two copies may be data, a third is a loop."""
+def test_defaults_catch_a_json_object_written_over_and_over(smol_info):
+    """The bench's runaway answer, a ~20-token pattern: three copies may be data, five are a loop."""
     pattern = smol_info.encode('"conditions": [{"city": "LIMA", "temperature": 28, ')
     assert len(pattern) > 16
-    g = feed(guard(smol_info), pattern * 2 + pattern[:-1])
+    copies = repeats_needed(len(pattern), 8)
+    assert 4 <= copies <= 6
+    g = feed(guard(smol_info), pattern * (copies - 1) + pattern[:-1])
     assert g.banned() == [pattern[-1]]
-    assert feed(guard(smol_info), pattern + pattern[:-1]).banned() == []
+    assert feed(guard(smol_info), pattern * (copies - 2) + pattern[:-1]).banned() == []
     assert feed(guard(smol_info), [1, 2] * 6 + [1]).banned() == []  # short periods keep their 8 copies
     assert feed(guard(smol_info), [1, 2] * 7 + [1]).banned() == [2]
 
