@@ -54,12 +54,13 @@ def test_scattered_blocks_read_the_same_context_as_consecutive_ones(tiny_models)
         runtime.prefill(scattered, PROMPT[part:part + 4], all_logits=True)
         runtime.prefill(spacers[part // 4 % 3], [1, 2, 3, 4])
     assert runtime.pool.span(scattered.block_table, 16) is None
-    parts = [runtime.prefill(scattered, PROMPT[16:20], all_logits=True)]
-    parts += [runtime.decode([scattered], [token]) for token in PROMPT[20:]]
-    assert torch.allclose(torch.cat(parts), expected[16:], atol=TOLERANCE, rtol=0)
-    tail = [runtime.prefill(fresh, PROMPT[8:20], all_logits=True)[-4:]]
-    tail += [runtime.decode([fresh], [token]) for token in PROMPT[20:]]
-    assert torch.allclose(torch.cat(tail), expected[16:], atol=TOLERANCE, rtol=0)
+
+    def logits_from_16(session):  # prefill up to position 20, then decode the rest
+        rows = runtime.prefill(session, PROMPT[session.length:20], all_logits=True)[-4:]
+        return torch.cat([rows] + [runtime.decode([session], [token]) for token in PROMPT[20:]])
+
+    for session in (scattered, fresh):
+        assert torch.allclose(logits_from_16(session), expected[16:], atol=TOLERANCE, rtol=0)
 
 
 def test_batched_decode_over_different_lengths_and_forks(tiny_models):
