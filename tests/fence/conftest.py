@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from kvgate.core.config import Config
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, Tool, ToolChoice
@@ -16,6 +17,24 @@ WEATHER = Tool("get_weather", "Weather forecast", {
                    "fields": {"type": "array", "items": {"type": "string"}}},
     "required": ["city", "days"], "additionalProperties": False})
 CLOCK = Tool("get_time", "Current time", {"type": "object", "properties": {"tz": {"type": "string"}}})
+
+
+def greedy_run(fence, logits_for, budget: int) -> list[int]:
+    """Greedy decoding of at most ``budget`` tokens through ``fence``; ``logits_for(output so far)``
+    stands in for the model. Stops at an end-of-turn token or when the fence says the output ends."""
+    out: list[int] = []
+    while len(out) < budget:
+        fence.set_budget(budget - len(out))
+        row = logits_for(out)
+        fence.apply(row)
+        token = int(torch.argmax(row))
+        fence.advance(token)
+        if token in fence.stop_ids:
+            break
+        out.append(token)
+        if fence.must_stop:
+            break
+    return out
 
 
 @pytest.fixture(scope="session")

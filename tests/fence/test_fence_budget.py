@@ -12,7 +12,7 @@ from kvgate.core.fence.check import check_calls
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.glm_xml import GlmXml
-from tests.fence.conftest import CLOCK, WEATHER, request
+from tests.fence.conftest import CLOCK, WEATHER, greedy_run, request
 
 
 def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
@@ -20,19 +20,7 @@ def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
     for token in tokenizer.encode(prefer, add_special_tokens=False).ids:
         logits[token] = 10.0
     logits[2] = -10.0  # the end of turn is the model's last choice
-    out: list[int] = []
-    for step in range(budget):
-        fence.set_budget(budget - step)
-        row = logits.clone()
-        fence.apply(row)
-        token = int(torch.argmax(row))
-        fence.advance(token)
-        if token == 2:
-            break
-        out.append(token)
-        if fence.must_stop:
-            break
-    return tokenizer.decode(out)
+    return tokenizer.decode(greedy_run(fence, lambda out: logits.clone(), budget))
 
 
 @pytest.mark.parametrize("dialect", [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")], ids=lambda d: d.name)

@@ -12,7 +12,7 @@ from kvgate.core.fence.check import check_calls
 from kvgate.core.types import Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.glm_xml import GlmXml
-from tests.fence.conftest import request
+from tests.fence.conftest import greedy_run, request
 
 WEATHER = Tool("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"}},
                                           "required": ["city"], "additionalProperties": False})
@@ -29,8 +29,8 @@ def scripted_run(fence, tokenizer, script, limit: int = 60) -> list[int]:
     pieces = {text: [tokenizer.token_to_id(p) if tokenizer.token_to_id(p) is not None
                      else tokenizer.encode(p, add_special_tokens=False).ids[0] for p in prefer]
               for text, prefer in script}
-    out: list[int] = []
-    for _ in range(limit):
+
+    def logits_for(out: list[int]) -> torch.Tensor:
         text = tokenizer.decode(out)
         logits = torch.zeros(tokenizer.get_vocab_size())
         logits[2] = 5.0  # end the turn where the output may end
@@ -38,16 +38,9 @@ def scripted_run(fence, tokenizer, script, limit: int = 60) -> list[int]:
             if text.endswith(ending):
                 for rank, token in enumerate(prefer):
                     logits[token] = 20.0 - rank
-        fence.set_budget(limit - len(out))
-        fence.apply(logits)
-        token = int(torch.argmax(logits))
-        fence.advance(token)
-        if token == 2:
-            break
-        out.append(token)
-        if fence.must_stop:
-            break
-    return out
+        return logits
+
+    return greedy_run(fence, logits_for, limit)
 
 
 @pytest.mark.parametrize("dialect,script,wanted", [

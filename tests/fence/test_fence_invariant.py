@@ -22,7 +22,7 @@ from kvgate.core.types import ResponseFormat, SamplingParams, Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.glm_xml import GlmXml
-from tests.fence.conftest import request
+from tests.fence.conftest import greedy_run, request
 
 NEST = Tool("configure", "Nested options", {
     "type": "object", "properties": {"name": {"type": "string"}, "opts": {"type": "object"}},
@@ -74,22 +74,6 @@ def make(dialect, mode, info, pm, config):
     return build_request_fence(req, dialect, info, config, pm)
 
 
-def plain_run(fence, model: Adversary, budget: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < budget:
-        fence.set_budget(budget - len(out))
-        row = model(out)
-        fence.apply(row)
-        token = int(torch.argmax(row))
-        fence.advance(token)
-        if token in fence.stop_ids:
-            break
-        out.append(token)
-        if fence.must_stop:
-            break
-    return out
-
-
 def speculative_run(fence, model: Adversary, budget: int) -> list[int]:
     """Drafts from the n-gram proposer, checked on a clone, verified row by row (the engine's own
     functions; the rows are the adversary's logits after each draft prefix)."""
@@ -117,7 +101,7 @@ def valid(dialect, mode, text: str) -> bool:
 
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
 @pytest.mark.parametrize("mode", ["json_object", "named"])
-@pytest.mark.parametrize("run", [plain_run, speculative_run], ids=["plain", "speculative"])
+@pytest.mark.parametrize("run", [greedy_run, speculative_run], ids=["plain", "speculative"])
 def test_nesting_cannot_outrun_the_budget(smol_info, smol_tokenizer, pm, config, dialect, mode, run):
     model = Adversary(smol_info, smol_tokenizer, nesting_script(dialect, mode))
     shortest = None
