@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="512,2048,8000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--decode-steps", type=int, default=32)
-    parser.add_argument("--chunk", type=int, default=512, help="the engine's prefill_chunk")
+    parser.add_argument("--chunk", type=int, default=512, help="the engine's prefill_chunk (used while others decode)")
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "kvgate-bench-models"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -131,8 +131,10 @@ def main() -> None:
         ours, chunked, theirs = interleaved_rates(
             [lambda: kvgate.prefill(ids[:size]), lambda: kvgate.prefill(ids[:size], chunk=args.chunk),
              lambda: hf.prefill(ids[:size])], size, args.repeats, loads)
-        print(f"{f'prefill {size} tok/s':26}{ours:10.1f}{theirs:14.1f}{ours / theirs:8.2f}", flush=True)
-        print(f"{f'  chunked by {args.chunk}':26}{chunked:10.1f}{theirs:14.1f}{chunked / theirs:8.2f}", flush=True)
+        print(f"{f'prefill {size} tok/s':26}{ours:10.1f}{theirs:14.1f}{ours / theirs:8.2f}  (alone: one forward)",
+              flush=True)
+        print(f"{f'  chunked by {args.chunk}':26}{chunked:10.1f}{theirs:14.1f}{chunked / theirs:8.2f}"
+              "  (while others decode)", flush=True)
     prompt, steps = ids[:128], args.decode_steps
     loads.append(wait_for_quiet())
     single = statistics.median(kvgate.decode(prompt, steps) for _ in range(args.repeats))

@@ -78,6 +78,8 @@ class EngineConfig:
     max_batch: int = attrs.field(default=16, validator=_positive)
     max_queue: int = attrs.field(default=64, validator=_positive)
     prefill_chunk: int = attrs.field(default=512, validator=_positive)
+    # a fresh prompt with nothing decoding beside it runs in one forward up to this many tokens
+    prefill_alone: int = attrs.field(default=8192, validator=_non_negative)  # 0 = always chunk
     block_size: int = attrs.field(default=16, validator=_positive)
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
     default_max_tokens: int = attrs.field(default=0, validator=_non_negative)  # 0 = to the context end

@@ -12,17 +12,20 @@ from typing import Optional, Union
 import torch
 import torch.nn.functional as F
 
+from kvgate.models.attention import prefill_attention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
 
-
 class LlamaForward:
-    def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary):
+    def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary,
+                 fp32_attention_keys: Optional[int] = None):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
         self.qk_width = (arch.heads + arch.kv_heads) * arch.head_dim
+        # from this many keys on, prefill attention runs in fp32 (None: always in the model dtype)
+        self.fp32_attention_keys = fp32_attention_keys
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
@@ -56,10 +59,11 @@ class LlamaForward:
         positions = torch.arange(start, start + n, device=tokens.device)
         self.rotary.ensure(start + n)
         cos, sin = self.rotary.tables(positions)
+        attention_dtype = self._attention_dtype(start + n)
         mask = None
         if start:  # additive, built once: a boolean mask would be converted again in every layer
             hidden = torch.arange(start + n, device=tokens.device)[None, :] > positions[:, None]
-            mask = torch.zeros(hidden.shape, dtype=self.weights.embed.dtype, device=tokens.device)
+            mask = torch.zeros(hidden.shape, dtype=attention_dtype, device=tokens.device)
             mask.masked_fill_(hidden, float("-inf"))
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
@@ -69,13 +73,14 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             if start:
                 k, v = self._context(index, context)
-            # 4-d inputs: 3-d ones miss the CPU flash kernel
-            attn = F.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-                attn_mask=mask, is_causal=mask is None, enable_gqa=True)
-            x = x + F.linear(attn[0].transpose(0, 1).reshape(n, -1), layer.o, layer.o_bias)
+            attn = prefill_attention(q, k, v, mask, attention_dtype)
+            x = x + F.linear(attn.reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x if all_logits else x[-1:])
+
+    def _attention_dtype(self, keys: int) -> torch.dtype:
+        threshold = self.fp32_attention_keys
+        return torch.float32 if threshold is not None and keys >= threshold else self.weights.embed.dtype
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor,
                context: Context, mask: Optional[torch.Tensor]) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from kvgate.core.runtime import ModelInfo, ModelRuntime, Session
+from kvgate.models.attention import fp32_attention_keys
 from kvgate.models.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
 from kvgate.models.kv_pool import KVPool
@@ -33,7 +34,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
                            kv_pool_tokens, self.dtype, self.device)
         rotary = Rotary(arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(info.max_context, 8192))
-        self.forward = LlamaForward(arch, weights, self.pool, rotary)
+        self.forward = LlamaForward(arch, weights, self.pool, rotary,
+                                    fp32_attention_keys(self.device, self.dtype))
         self._ids = itertools.count(1)
         self._fingerprint: Optional[str] = None
 

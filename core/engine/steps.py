@@ -33,10 +33,24 @@ def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
     return work()
 
 
+def chunk_size(engine: "Engine", seq: Sequence) -> int:
+    """Prompt tokens for this sequence's next forward.
+
+    Chunks keep running sequences decoding between them. With none running, a fresh prompt runs in
+    one causal forward: a chunk after the first attends to its own block through a mask, which
+    computes the whole block instead of its lower triangle (measured ~20 % slower at 8,000 tokens in
+    chunks of 512). Appends after a cached prefix always chunk: their mask grows with the chunk.
+    """
+    config = engine.config
+    if engine._running or seq.computed or config.prefill_alone <= config.prefill_chunk:
+        return config.prefill_chunk
+    return config.prefill_alone
+
+
 def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
     """Compute the next chunk of the prompt; on the last chunk, sample the first token."""
     pending = seq.remaining_prompt()
-    chunk = pending[: engine.config.prefill_chunk]
+    chunk = pending[: chunk_size(engine, seq)]
     try:
         logits = with_room(engine, len(chunk), lambda: engine.runtime.prefill(seq.session, chunk))
     except Overloaded as exc:

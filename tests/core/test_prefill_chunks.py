@@ -1,0 +1,101 @@
+"""How the real engine splits prompts into prefill forwards (SmolLM2-135M bf16, engine thread).
+
+The runtime's ``prefill`` is wrapped to record the size of every forward; it still runs for real.
+"""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from kvgate.core.config import EngineConfig
+from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
+from kvgate.core.types import SamplingParams
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def recorded_forwards(smollm2_runtime_bf16, monkeypatch):
+    """The token count of every prefill forward, in order."""
+    runtime = smollm2_runtime_bf16
+    forwards: list[int] = []
+    real_prefill = runtime.prefill
+
+    def recording_prefill(session, tokens, all_logits=False):
+        forwards.append(len(tokens))
+        return real_prefill(session, tokens, all_logits)
+
+    monkeypatch.setattr(runtime, "prefill", recording_prefill)
+    return forwards
+
+
+def run_engine(runtime, **config):
+    engine = Engine(runtime, EngineConfig(prefill_chunk=128, **config))
+    engine.start()
+    return engine
+
+
+def submit(engine, prompt, max_tokens=2):
+    inbox: queue.Queue = queue.Queue()
+    seq = Sequence(prompt=prompt, params=SamplingParams(temperature=0.0), max_tokens=max_tokens,
+                   stop_token_ids=frozenset(), deliver=inbox.put)
+    engine.submit(seq)
+    return seq, inbox
+
+
+def wait_done(inbox) -> list[int]:
+    tokens = []
+    while True:
+        message = inbox.get(timeout=120)
+        if isinstance(message, TokenOut):
+            tokens.append(message.token)
+        elif isinstance(message, SequenceDone):
+            assert message.reason == "length", message
+            return tokens
+
+
+def prompt_of(runtime, count: int) -> list[int]:
+    ids = runtime.tokenizer.encode(" ".join(f"row {i}: {i * 7919 % 1000}." for i in range(count))).ids
+    assert len(ids) >= count
+    return ids[:count]
+
+
+def test_a_fresh_prompt_alone_runs_in_one_forward_up_to_the_limit(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    engine = run_engine(runtime, prefill_alone=512)
+    try:
+        wait_done(submit(engine, prompt_of(runtime, 400))[1])
+        wait_done(submit(engine, prompt_of(runtime, 700))[1])
+    finally:
+        engine.stop()
+    assert recorded_forwards == [400, 512, 128, 60]
+
+
+def test_prompts_chunk_while_another_request_decodes(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    engine = run_engine(runtime, prefill_alone=4096)
+    try:
+        running, running_inbox = submit(engine, prompt_of(runtime, 50), max_tokens=400)
+        while not isinstance(running_inbox.get(timeout=120), TokenOut):
+            pass
+        _, inbox = submit(engine, prompt_of(runtime, 300))
+        wait_done(inbox)
+        seen = [running_inbox.get_nowait() for _ in range(running_inbox.qsize())]
+        assert seen and not any(isinstance(m, SequenceDone) for m in seen)  # it kept decoding meanwhile
+        running.cancelled = True
+    finally:
+        engine.stop()
+    assert recorded_forwards == [50, 128, 128, 44]
+
+
+def test_prefill_alone_zero_always_chunks(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    engine = run_engine(runtime, prefill_alone=0)
+    try:
+        wait_done(submit(engine, prompt_of(runtime, 300))[1])
+    finally:
+        engine.stop()
+    assert recorded_forwards == [128, 128, 44]
