@@ -63,15 +63,20 @@ def prompt_of(runtime, count: int) -> list[int]:
     return ids[:count]
 
 
-def test_a_fresh_prompt_alone_runs_in_one_forward_up_to_the_limit(smollm2_runtime_bf16, recorded_forwards):
+@pytest.mark.parametrize("prefill_alone, prompts, forwards", [
+    (512, [400, 700], [400, 512, 128, 60]),  # alone: one forward up to the limit, then chunks
+    (0, [300], [128, 128, 44]),  # 0: always chunk
+])
+def test_a_fresh_prompt_alone_runs_in_one_forward_up_to_the_limit(smollm2_runtime_bf16, recorded_forwards,
+                                                                  prefill_alone, prompts, forwards):
     runtime = smollm2_runtime_bf16
-    engine = run_engine(runtime, prefill_alone=512)
+    engine = run_engine(runtime, prefill_alone=prefill_alone)
     try:
-        wait_done(submit(engine, prompt_of(runtime, 400))[1])
-        wait_done(submit(engine, prompt_of(runtime, 700))[1])
+        for count in prompts:
+            wait_done(submit(engine, prompt_of(runtime, count))[1])
     finally:
         engine.stop()
-    assert recorded_forwards == [400, 512, 128, 60]
+    assert recorded_forwards == forwards
 
 
 def test_prompts_chunk_while_another_request_decodes(smollm2_runtime_bf16, recorded_forwards):
@@ -89,13 +94,3 @@ def test_prompts_chunk_while_another_request_decodes(smollm2_runtime_bf16, recor
     finally:
         engine.stop()
     assert recorded_forwards == [50, 128, 128, 44]
-
-
-def test_prefill_alone_zero_always_chunks(smollm2_runtime_bf16, recorded_forwards):
-    runtime = smollm2_runtime_bf16
-    engine = run_engine(runtime, prefill_alone=0)
-    try:
-        wait_done(submit(engine, prompt_of(runtime, 300))[1])
-    finally:
-        engine.stop()
-    assert recorded_forwards == [128, 128, 44]
