@@ -10,7 +10,7 @@ blocks; the partial last block is copied on write.
 from __future__ import annotations
 
 import abc
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import attrs
 import torch
@@ -18,6 +18,10 @@ import torch
 
 class OutOfBlocks(RuntimeError):
     """The block pool has no free block for the requested state; the engine reclaims and retries."""
+
+
+class PrefillInterrupted(RuntimeError):
+    """A prefill stopped early because its ``interrupted`` callback said so; the session is unchanged."""
 
 
 @attrs.define
@@ -94,11 +98,14 @@ class ModelRuntime(abc.ABC):
 
     # --- forward passes -------------------------------------------------------------------------
     @abc.abstractmethod
-    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False) -> torch.Tensor:
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
+                interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
         """Append ``tokens`` to the session (works on an empty or a non-empty session).
 
         Returns the fp32 logits of the last position, shape [vocab], or of every new position,
-        shape [len(tokens), vocab], when ``all_logits``.
+        shape [len(tokens), vocab], when ``all_logits``. ``interrupted``, when given, may be polled
+        during the forward (the Llama runtime polls it before each layer); once it returns True the
+        runtime leaves the session as it was and raises :class:`PrefillInterrupted`.
         """
 
     @abc.abstractmethod

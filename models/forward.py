@@ -7,11 +7,12 @@ uses an explicit mask (``is_causal`` aligns the mask wrongly when queries are fe
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 import torch.nn.functional as F
 
+from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.attention import prefill_attention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.layers import LlamaArch, LlamaWeights
@@ -52,9 +53,10 @@ class LlamaForward:
             return k_cache[context], v_cache[context]
         return k_cache.index_select(0, context), v_cache.index_select(0, context)
 
-    def prefill(self, tokens: torch.Tensor, start: int, new_slots: torch.Tensor,
-                context: Optional[Context], all_logits: bool) -> torch.Tensor:
-        """Forward ``tokens`` at positions [start, start+n); ``context`` holds the slots of [0, start+n)."""
+    def prefill(self, tokens: torch.Tensor, start: int, new_slots: torch.Tensor, context: Optional[Context],
+                all_logits: bool, interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
+        """Forward ``tokens`` at positions [start, start+n); ``context`` holds the slots of [0, start+n).
+        ``interrupted`` is polled before each layer (a long prompt's forward can take seconds)."""
         n = tokens.shape[0]
         positions = torch.arange(start, start + n, device=tokens.device)
         self.rotary.ensure(start + n)
@@ -67,6 +69,8 @@ class LlamaForward:
             mask.masked_fill_(hidden, float("-inf"))
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
+            if interrupted is not None and interrupted():
+                raise PrefillInterrupted(f"prefill of {n} tokens interrupted before layer {index}")
             q, k, v = self._qkv(x, layer, cos, sin)
             k_cache, v_cache = self.pool.layer_views[index]
             k_cache.index_copy_(0, new_slots, k)

@@ -7,11 +7,11 @@ tensor ``[layers, 2 (k/v), tokens, kv_heads, head_dim]`` in the runtime dtype, C
 from __future__ import annotations
 
 import itertools
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import ModelInfo, ModelRuntime, Session
+from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session
 from kvgate.models.attention import fp32_attention_keys
 from kvgate.models.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
@@ -58,7 +58,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         return torch.tensor(tokens, dtype=torch.long, device=self.device)
 
     @torch.inference_mode()
-    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False) -> torch.Tensor:
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
+                interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
         if len(tokens) == 0:
             raise ValueError("prefill needs at least one token")
         ids = self._token_tensor(tokens)
@@ -67,7 +68,11 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self._reserve([session], len(tokens))
         new_slots = self.pool.slots(session.block_table, start, start + len(tokens))
         context = self._context(session, start + len(tokens)) if start else None
-        logits = self.forward.prefill(ids, start, new_slots, context, all_logits)
+        try:
+            logits = self.forward.prefill(ids, start, new_slots, context, all_logits, interrupted)
+        except PrefillInterrupted:
+            self._trim(session)  # state past the session's length was never counted as held
+            raise
         session.tokens.extend(int(t) for t in tokens)
         return logits if all_logits else logits[0]
 

@@ -11,7 +11,7 @@ import torch
 from kvgate.core.engine.sampling import sample
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import Overloaded
-from kvgate.core.runtime import OutOfBlocks
+from kvgate.core.runtime import OutOfBlocks, PrefillInterrupted
 
 if TYPE_CHECKING:
     from kvgate.core.engine.scheduler import Engine
@@ -52,7 +52,11 @@ def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
     pending = seq.remaining_prompt()
     chunk = pending[: chunk_size(engine, seq)]
     try:
-        logits = with_room(engine, len(chunk), lambda: engine.runtime.prefill(seq.session, chunk))
+        logits = with_room(engine, len(chunk), lambda: engine.runtime.prefill(
+            seq.session, chunk, interrupted=lambda: seq.cancelled))
+    except PrefillInterrupted:
+        engine.finish(seq, SequenceDone("cancelled"))
+        return
     except Overloaded as exc:
         if engine._running:
             return  # running sequences will finish and free blocks; try again next turn

@@ -1,32 +1,48 @@
-"""How the real engine splits prompts into prefill forwards (SmolLM2-135M bf16, engine thread).
+"""How the real engine splits prompts into prefill forwards, and cancels one mid-forward
+(SmolLM2-135M bf16, engine thread).
 
-The runtime's ``prefill`` is wrapped to record the size of every forward; it still runs for real.
+The runtime's ``prefill`` is wrapped to record every forward's size and outcome; it still runs for real.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 
 import pytest
 
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine.scheduler import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
+from kvgate.core.runtime import PrefillInterrupted
 from kvgate.core.types import SamplingParams
 
 pytestmark = pytest.mark.slow
 
 
+class RecordedForwards(list):
+    """The token count of every prefill forward, in order; ``started`` is set as each one begins."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = threading.Event()
+        self.interrupted: list[int] = []
+
+
 @pytest.fixture
 def recorded_forwards(smollm2_runtime_bf16, monkeypatch):
-    """The token count of every prefill forward, in order."""
     runtime = smollm2_runtime_bf16
-    forwards: list[int] = []
+    forwards = RecordedForwards()
     real_prefill = runtime.prefill
 
-    def recording_prefill(session, tokens, all_logits=False):
+    def recording_prefill(session, tokens, all_logits=False, interrupted=None):
         forwards.append(len(tokens))
-        return real_prefill(session, tokens, all_logits)
+        forwards.started.set()
+        try:
+            return real_prefill(session, tokens, all_logits, interrupted)
+        except PrefillInterrupted:
+            forwards.interrupted.append(len(tokens))
+            raise
 
     monkeypatch.setattr(runtime, "prefill", recording_prefill)
     return forwards
@@ -46,14 +62,14 @@ def submit(engine, prompt, max_tokens=2):
     return seq, inbox
 
 
-def wait_done(inbox) -> list[int]:
+def wait_done(inbox, reason: str = "length") -> list[int]:
     tokens = []
     while True:
         message = inbox.get(timeout=120)
         if isinstance(message, TokenOut):
             tokens.append(message.token)
         elif isinstance(message, SequenceDone):
-            assert message.reason == "length", message
+            assert message.reason == reason, message
             return tokens
 
 
@@ -94,3 +110,19 @@ def test_prompts_chunk_while_another_request_decodes(smollm2_runtime_bf16, recor
     finally:
         engine.stop()
     assert recorded_forwards == [50, 128, 128, 44]
+
+
+def test_cancelling_stops_a_one_forward_prefill_between_layers(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    free_before = runtime.pool_stats()["blocks_free"]
+    engine = run_engine(runtime, prefill_alone=4096)
+    try:
+        seq, inbox = submit(engine, prompt_of(runtime, 3000))
+        assert recorded_forwards.started.wait(timeout=60)
+        engine.cancel(seq)  # the 3,000-token forward takes seconds on CPU: this lands inside it
+        assert wait_done(inbox, reason="cancelled") == []
+        assert recorded_forwards.interrupted == [3000]
+        assert runtime.pool_stats()["blocks_free"] == free_before  # nothing of it stays held
+        assert len(wait_done(submit(engine, prompt_of(runtime, 100))[1])) == 2  # and the engine goes on
+    finally:
+        engine.stop()

@@ -135,3 +135,26 @@ def test_bf16_prefill_with_fp32_attention_stays_as_close_to_transformers(smollm2
         runtime.forward.fp32_attention_keys = saved
     assert errors[None] < 0.15 and errors[1] < 1.1 * errors[None]
     assert agreement[1] >= agreement[None] - 0.02 and agreement[1] > 0.9
+
+
+def test_an_interrupted_prefill_leaves_the_session_as_it_was(smollm2_runtime):
+    from kvgate.core.runtime import PrefillInterrupted
+
+    runtime = smollm2_runtime
+    tokens = runtime.tokenizer.encode("The capital of France is Paris.\n\n1. Apples cost 12,345 euros; " * 4).ids
+    polls = []
+    session, fresh = runtime.new_session(), runtime.new_session()
+    try:
+        runtime.prefill(session, tokens[:40])
+        blocks_before, free_before = list(session.block_table), runtime.pool_stats()["blocks_free"]
+        with pytest.raises(PrefillInterrupted):
+            runtime.prefill(session, tokens[40:], interrupted=lambda: polls.append(1) or len(polls) > 5)
+        assert len(polls) == 6  # stopped before the sixth layer
+        assert session.length == 40 and session.block_table == blocks_before
+        assert runtime.pool_stats()["blocks_free"] == free_before
+        resumed = runtime.prefill(session, tokens[40:], all_logits=True)
+        expected = runtime.prefill(fresh, tokens, all_logits=True)[40:]
+        assert (resumed - expected).abs().max() < TOLERANCE
+    finally:
+        runtime.release(session)
+        runtime.release(fresh)
