@@ -1,8 +1,8 @@
 """The Llama forward pass over a :class:`KVPool`: prefill (fresh or appended) and batched decode.
 
 New tokens' K/V are written into their pool slots first; attention then reads the whole context
-back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; an append
-uses an explicit mask (``is_causal`` aligns the mask wrongly when queries are fewer than keys).
+back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; how an append
+attends to the prefix and to itself is in :mod:`kvgate.models.attention`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
-from kvgate.models.attention import prefill_attention
+from kvgate.models.attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary, apply_rotary
@@ -61,12 +61,7 @@ class LlamaForward:
         positions = torch.arange(start, start + n, device=tokens.device)
         self.rotary.ensure(start + n)
         cos, sin = self.rotary.tables(positions)
-        attention_dtype = self._attention_dtype(start + n)
-        mask = None
-        if start:  # additive, built once: a boolean mask would be converted again in every layer
-            hidden = torch.arange(start + n, device=tokens.device)[None, :] > positions[:, None]
-            mask = torch.zeros(hidden.shape, dtype=attention_dtype, device=tokens.device)
-            mask.masked_fill_(hidden, float("-inf"))
+        attend = PrefillAttention(start, n, self.weights.embed.dtype, tokens.device, self.fp32_attention_keys)
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             if interrupted is not None and interrupted():
@@ -77,14 +72,9 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             if start:
                 k, v = self._context(index, context)
-            attn = prefill_attention(q, k, v, mask, attention_dtype)
-            x = x + F.linear(attn.reshape(n, -1), layer.o, layer.o_bias)
+            x = x + F.linear(attend(q, k, v).reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x if all_logits else x[-1:])
-
-    def _attention_dtype(self, keys: int) -> torch.dtype:
-        threshold = self.fp32_attention_keys
-        return torch.float32 if threshold is not None and keys >= threshold else self.weights.embed.dtype
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor,
                context: Context, mask: Optional[torch.Tensor]) -> torch.Tensor:

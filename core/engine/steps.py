@@ -37,9 +37,9 @@ def chunk_size(engine: "Engine", seq: Sequence) -> int:
     """Prompt tokens for this sequence's next forward.
 
     Chunks keep running sequences decoding between them. With none running, a fresh prompt runs in
-    one causal forward: a chunk after the first attends to its own block through a mask, which
-    computes the whole block instead of its lower triangle (measured ~20 % slower at 8,000 tokens in
-    chunks of 512). Appends after a cached prefix always chunk: their mask grows with the chunk.
+    one causal forward: fewer, larger products (measured 4-6 % faster than chunks of 512 at
+    2,000-3,000 tokens on CPU, even at 8,000). Appends after a cached prefix always chunk: off CPU
+    their attention mask grows with the chunk.
     """
     config = engine.config
     if engine._running or seq.computed or config.prefill_alone <= config.prefill_chunk:
