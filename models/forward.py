@@ -20,6 +20,7 @@ from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
 
+
 class LlamaForward:
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary,
                  fp32_attention_keys: Optional[int] = None):

@@ -4,9 +4,9 @@ Storage is one tensor ``[layers, 2 (k/v), slots, kv_heads, head_dim]`` where a b
 ``block_size`` consecutive slots. Its full ``capacity_tokens`` are reserved at construction but
 left untouched (on CPU untouched pages take no memory); blocks are handed out lazily in slabs,
 each zero-filled when first handed out (so padding slots never hold NaN). Growing therefore never
-copies what is already there, and a block's slots never move. Blocks are reference-counted; a session sharing a partial last
-block copies it before writing (copy-on-write). The storage is only touched in inference mode (an
-inference tensor cannot be written outside it).
+copies what is already there, and a block's slots never move. Blocks are reference-counted; a
+session sharing a partial last block copies it before writing (copy-on-write). The storage is only
+touched in inference mode (an inference tensor cannot be written outside it).
 """
 
 from __future__ import annotations
