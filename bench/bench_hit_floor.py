@@ -49,7 +49,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from kvgate.core.config import EngineConfig, ModelConfig
-    from kvgate.models.loading import load_runtime, resolve_source
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
     runtime = load_runtime(resolve_source(""), ModelConfig(dtype="bf16"), EngineConfig(), cache_dir)

@@ -99,7 +99,9 @@ def load_sides(cache_dir: str):
     from transformers import AutoModelForCausalLM
 
     from kvgate.core.config import EngineConfig, ModelConfig
-    from kvgate.models.loading import converted_directory, load_runtime, resolve_source
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.gguf_cache import converted_directory
+    from kvgate.models.llama.loading import load_runtime
     from kvgate.models.progress import Progress
 
     source = resolve_source("")

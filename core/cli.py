@@ -69,9 +69,11 @@ def plugins(config_path, as_json, no_model) -> None:
     for hook, kind in [("register_adapters", "adapter"), ("register_dialects", "dialect"),
                        ("register_chat_formats", "chat format"), ("register_model_runtimes", "model runtime"),
                        ("register_cache_tiers", "cache tier"), ("register_grammar_backends", "grammar backend"),
-                       ("register_generation_guards", "generation guard")]:
+                       ("register_generation_guards", "generation guard"),
+                       ("register_model_formats", "model format"), ("register_default_models", "default model")]:
         registry = collect(pm, hook, kind)
         report["registries"][kind] = {name: registry.owners[name] for name in registry.names()}
+    report["runtimes"] = _runtimes(pm)
     if not no_model:
         report["model"] = _served_model(config, pm)
     if as_json:
@@ -81,8 +83,20 @@ def plugins(config_path, as_json, no_model) -> None:
         click.echo(f"{row['name']:<22} {row['distribution'] or '(not from an entry point)':<22} {', '.join(row['hooks'])}")
     for kind, entries in report["registries"].items():
         click.echo(f"{kind}s: " + (", ".join(f"{n} ({o})" for n, o in entries.items()) or "none"))
+    for name, row in report["runtimes"].items():
+        loads = "; ".join(f"{kind} {', '.join(names)}" for kind, names in row["architectures"].items() if names)
+        click.echo(f"model runtime {name} ({row['plugin']}) loads {loads or 'nothing'}")
     if "model" in report:
         click.echo("served model: " + ", ".join(f"{k}={v}" for k, v in report["model"].items()))
+
+
+def _runtimes(pm) -> dict:
+    """Each model runtime, its plugin and the architectures it declares, by source kind."""
+    from kvgate.core.model_runtimes import collect_runtimes
+
+    runtimes = collect_runtimes(pm)
+    return {name: {"plugin": runtimes.owners[name], "architectures": {
+        kind: list(names) for kind, names in runtimes.get(name).declared().items()}} for name in runtimes.names()}
 
 
 def _served_model(config, pm) -> dict:

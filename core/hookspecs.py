@@ -46,12 +46,37 @@ def register_chat_formats(register):
 
 @hookspec
 def register_model_runtimes(register):
-    """Called when a model is loaded, to collect runtimes by architecture name.
+    """Called when a model is loaded and by ``kvgate plugins``, to collect model runtimes by name.
 
-    Call ``register(architecture, load)``: ``load(source, model_config, engine_config, cache_dir)``
-    receives a :class:`kvgate.core.runtime.ModelSource`, the ``[model]`` and ``[engine]`` config
-    sections and a folder for converted weights, and returns a
-    :class:`kvgate.core.runtime.ModelRuntime`. Returns nothing.
+    Call ``register(name, spec)`` with a :class:`kvgate.core.model_runtimes.RuntimeSpec` that
+    declares the architectures the runtime loads (Hugging Face ``model_type`` and ``architectures``,
+    GGUF ``general.architecture``) and its ``load(source, model_config, engine_config, cache_dir)``,
+    which receives a :class:`kvgate.core.runtime.ModelSource`, the ``[model]`` and ``[engine]``
+    config sections and a folder for converted weights, and returns a
+    :class:`kvgate.core.runtime.ModelRuntime`. The host loads a model with the one runtime that
+    declares its architecture; an architecture declared by two runtimes is an error. Returns nothing.
+    """
+
+
+@hookspec
+def register_model_formats(register):
+    """Called when a model is loaded, to collect the readers of model paths by format.
+
+    Call ``register(kind, read)``: ``read(path)`` returns a :class:`kvgate.core.runtime.ModelSource`
+    whose ``kind`` is this name and whose architecture names come from the model's config or file
+    header (no weights are read), or None when ``path`` is not in this format; it raises
+    ``ValueError`` for a path in its format that it cannot read. Exactly one format must claim a
+    path. Returns nothing.
+    """
+
+
+@hookspec
+def register_default_models(register):
+    """Called when a model is loaded with ``model.path`` empty, to find the model served by default.
+
+    Call ``register(name, locate)``: ``locate()`` returns the path of the default model (the
+    embedded one), or raises an error saying how to install it. Exactly one default model may be
+    registered (disable the others by plugin name). Returns nothing.
     """
 
 

@@ -26,11 +26,17 @@ class PrefillInterrupted(RuntimeError):
 
 @attrs.define
 class ModelSource:
-    """Where a model comes from: a Hugging Face directory or a GGUF file."""
+    """Where a model comes from and what it says it is, read by a model-format plugin (no weights).
+
+    ``kind`` names the format (``"hf"`` directory, ``"gguf"`` file). ``architecture`` is the GGUF
+    ``general.architecture`` or the Hugging Face ``model_type`` (else its first class name);
+    ``architectures`` holds the Hugging Face ``architectures`` class names.
+    """
 
     path: str
-    kind: str  # "hf" or "gguf"
+    kind: str
     architecture: str = ""
+    architectures: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.define

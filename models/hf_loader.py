@@ -1,7 +1,8 @@
-"""Load a Llama-family runtime from a Hugging Face directory.
+"""Readers of a Hugging Face directory that every runtime shares.
 
-Reads ``config.json``, ``*.safetensors``, ``tokenizer.json``, ``tokenizer_config.json`` (special
-tokens, ``chat_template``), ``chat_template.jinja`` and ``generation_config.json`` (eos ids).
+Reads ``config.json``, ``*.safetensors``, ``tokenizer_config.json`` (special tokens,
+``chat_template``), ``chat_template.jinja`` and ``generation_config.json`` (eos ids); a runtime
+builds its architecture and weights from what they return (see :mod:`kvgate.models.llama.loading`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,7 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from kvgate.core.config import EngineConfig, ModelConfig
-from kvgate.core.runtime import ModelInfo
-from kvgate.models.layers import LlamaArch, LlamaWeights
-from kvgate.models.llama import LlamaRuntime
-from kvgate.models.progress import Progress
+from kvgate.core.config import ModelConfig
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -92,11 +89,12 @@ def load_weights(directory: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _int_or_none(value: Any) -> Optional[int]:
+def int_or_none(value: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
-def max_context(arch: LlamaArch, model_config: ModelConfig) -> int:
+def max_context(arch: Any, model_config: ModelConfig) -> int:
+    """The served context: ``model.max_context``, else the trained context of ``arch``."""
     wanted = model_config.max_context or arch.trained_context
     if wanted > arch.trained_context and not model_config.allow_context_extension:
         raise ValueError(
@@ -105,29 +103,8 @@ def max_context(arch: LlamaArch, model_config: ModelConfig) -> int:
     return wanted
 
 
-def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
-                      progress: Optional[Progress] = None) -> LlamaRuntime:
-    progress = progress or Progress(path)
-    directory = Path(path)
-    config = read_json(directory / "config.json")
-    arch = LlamaArch.from_hf_config(config)
-    context = max_context(arch, model_config)
-    tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
+def read_tokenizer(directory: Path) -> Tokenizer:
     try:
-        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        return Tokenizer.from_file(str(directory / "tokenizer.json"))
     except Exception as exc:
         raise ValueError(f"cannot read {directory / 'tokenizer.json'}: {exc}") from None
-    progress.stage("reading weights")
-    dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    weights = LlamaWeights.from_hf_tensors(arch, load_weights(directory), dtype, device)
-    specials = read_special_tokens(tokenizer_config)
-    bos = specials.get("bos_token")
-    info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
-                     max_context=context, trained_context=arch.trained_context,
-                     eos_token_ids=eos_ids(directory, config, tokenizer, specials),
-                     bos_token_id=tokenizer.token_to_id(bos) if bos else _int_or_none(config.get("bos_token_id")),
-                     dtype=model_config.dtype, device=str(device))
-    runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
-                           specials, engine_config.block_size, engine_config.kv_pool_tokens)
-    progress.stage("model ready")
-    return runtime

@@ -22,7 +22,8 @@ def smollm2_model_cache(tmp_path_factory) -> str:
 
 def _load_smollm2(dtype: str, cache_dir: str):
     from kvgate.core.config import EngineConfig, ModelConfig
-    from kvgate.models.loading import load_runtime, resolve_source
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
 
     return load_runtime(resolve_source(""), ModelConfig(dtype=dtype), EngineConfig(), cache_dir)
 

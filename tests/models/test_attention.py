@@ -1,4 +1,4 @@
-"""Prefill attention (models/attention.py) against one masked SDPA call over the same keys."""
+"""Prefill attention (models/prefill_attention.py) against one masked SDPA call over the same keys."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvgate.models.attention import PrefillAttention
+from kvgate.models.prefill_attention import PrefillAttention
 
 
 def masked_reference(q, k, v, start):

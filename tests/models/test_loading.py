@@ -1,4 +1,5 @@
-"""Source detection, the GGUF conversion cache, the plugin registration and clear errors on bad input."""
+"""Source detection, the GGUF conversion cache and clear errors on bad input (the runtime registry:
+test_runtime_registry.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,11 @@ import shutil
 import pytest
 
 from kvgate.core.config import EngineConfig, ModelConfig
-from kvgate.core.plugins import build_plugin_manager, collect
-from kvgate.models import gguf_loader, loading
+from kvgate.models import gguf_cache, gguf_loader
 from kvgate.models.embedded import EmbeddedModelMissing, embedded_gguf_path
-from kvgate.models.loading import load_runtime, resolve_source
+from kvgate.models.formats import resolve_source
+from kvgate.models.llama.loading import load_runtime
 from tests.models.tiny_models import load_tiny
-
-
-def test_plugin_registers_llama_and_qwen2():
-    from kvgate.models import llama_plugin
-
-    pm = build_plugin_manager(load_entry_points=False, extra_plugins=[("llama", llama_plugin)])
-    runtimes = collect(pm, "register_model_runtimes", "model runtime")
-    assert {"llama", "qwen2", "LlamaForCausalLM", "Qwen2ForCausalLM"} <= set(runtimes.names())
-    assert runtimes.get("qwen2") is llama_plugin.load
 
 
 def test_resolve_source_detects_kind_and_architecture(tiny_models):
@@ -78,12 +70,12 @@ def test_truncated_gguf_is_a_clear_error(tmp_path):
 def test_converted_weights_are_cached_and_a_damaged_entry_is_rebuilt(smollm2_runtime_bf16, smollm2_model_cache,
                                                                     monkeypatch, tmp_path, caplog):
     source = resolve_source("")
-    entry = loading.converted_directory(source.path, "bf16", smollm2_model_cache, loading.Progress("x"))
+    entry = gguf_cache.converted_directory(source.path, "bf16", smollm2_model_cache, gguf_cache.Progress("x"))
 
     def no_conversion(*args):
         raise AssertionError("the cached conversion should have been used")
 
-    monkeypatch.setattr(loading, "convert_gguf", no_conversion)
+    monkeypatch.setattr(gguf_cache, "convert_gguf", no_conversion)
     caplog.set_level("INFO", logger="kvgate.models")
     again = load_runtime(source, ModelConfig(dtype="bf16"), EngineConfig(), smollm2_model_cache)
     assert again.fingerprint == smollm2_runtime_bf16.fingerprint
@@ -92,6 +84,6 @@ def test_converted_weights_are_cached_and_a_damaged_entry_is_rebuilt(smollm2_run
     copy = tmp_path / "models"
     shutil.copytree(entry, copy / entry.name)
     (copy / entry.name / "model.safetensors").write_bytes(b"\x00" * 64)
-    monkeypatch.setattr(loading, "convert_gguf", gguf_loader.convert_gguf)
+    monkeypatch.setattr(gguf_cache, "convert_gguf", gguf_loader.convert_gguf)
     rebuilt = load_runtime(source, ModelConfig(dtype="bf16"), EngineConfig(), str(copy))
     assert rebuilt.fingerprint == smollm2_runtime_bf16.fingerprint

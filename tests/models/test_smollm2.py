@@ -112,7 +112,7 @@ def test_answers_paris(request, fixture):
 
 
 def test_bf16_prefill_with_fp32_attention_stays_as_close_to_transformers(smollm2_runtime_bf16, hf_smollm2):
-    """Long bf16 prefills run attention in fp32 on CPUs without AMX (models/attention.py). Forced on
+    """Long bf16 prefills run attention in fp32 on CPUs without AMX (models/prefill_attention.py). Forced on
     from the first key here, fresh and appended prefill stay as close to transformers' fp32 logits
     as the all-bf16 path (bf16 logits are ~0.09 off on average, whichever path)."""
     runtime = smollm2_runtime_bf16

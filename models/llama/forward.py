@@ -2,7 +2,7 @@
 
 New tokens' K/V are written into their pool slots first; attention then reads the whole context
 back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; how an append
-attends to the prefix and to itself is in :mod:`kvgate.models.attention`.
+attends to the prefix and to itself is in :mod:`kvgate.models.prefill_attention`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
-from kvgate.models.attention import PrefillAttention
+from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.layers import LlamaArch, LlamaWeights
+from kvgate.models.llama.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots

@@ -12,13 +12,13 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session
-from kvgate.models.attention import fp32_attention_keys
-from kvgate.models.forward import LlamaForward
+from kvgate.models.prefill_attention import fp32_attention_keys
+from kvgate.models.llama.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.layers import LlamaArch, LlamaWeights
+from kvgate.models.llama.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary
-from kvgate.models.sessions import BlockTables
+from kvgate.models.block_tables import BlockTables
 
 
 class LlamaRuntime(BlockTables, ModelRuntime):

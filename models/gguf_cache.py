@@ -1,0 +1,59 @@
+"""The cache of converted GGUF files: each is converted once into a Hugging Face directory.
+
+A GGUF file is converted into a Hugging Face directory under
+``<cache_dir>/<hash of path, size, mtime and dtype>/`` (pass ``cache_dir = <state_dir>/models``);
+the next start reads the converted safetensors directly. A damaged entry is converted again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from safetensors import safe_open
+
+from kvgate.models.gguf_loader import convert_gguf
+from kvgate.models.hf_loader import DTYPES, read_json
+from kvgate.models.progress import Progress
+
+CONVERTER_VERSION = "1"
+
+
+def gguf_cache_key(path: str, dtype: str) -> str:
+    stat = os.stat(path)
+    identity = json.dumps([os.path.abspath(path), stat.st_size, stat.st_mtime_ns, dtype, CONVERTER_VERSION])
+    return hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+
+def cache_entry_readable(directory: Path) -> bool:
+    """Whether a converted directory is complete: JSON files parse and the safetensors header is sound."""
+    try:
+        for name in ("config.json", "tokenizer_config.json"):
+            read_json(directory / name)
+        if not (directory / "tokenizer.json").is_file():
+            return False
+        with safe_open(str(directory / "model.safetensors"), framework="pt") as handle:
+            return bool(list(handle.keys()))
+    except Exception:  # any damage means "convert again"
+        return False
+
+
+def converted_directory(path: str, dtype: str, cache_dir: str, progress: Progress) -> Path:
+    """The cached Hugging Face directory of a GGUF, converting it first when absent."""
+    target = Path(cache_dir) / gguf_cache_key(path, dtype)
+    if cache_entry_readable(target):
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=cache_dir))
+    try:
+        convert_gguf(path, staging, DTYPES[dtype], progress)
+        if not target.exists():
+            os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

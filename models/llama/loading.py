@@ -1,0 +1,60 @@
+"""Load a :class:`LlamaRuntime` from a Hugging Face directory, or from a GGUF file converted once.
+
+The shared readers (:mod:`kvgate.models.hf_loader`) give config, tokenizer, special tokens and
+safetensors; this module builds the Llama architecture and weights from them. A GGUF file is read
+through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from kvgate.core.config import EngineConfig, ModelConfig
+from kvgate.core.runtime import ModelInfo, ModelSource
+from kvgate.models import gguf_cache
+from kvgate.models.hf_loader import (DTYPES, eos_ids, int_or_none, load_weights, max_context, read_chat_template,
+                                     read_json, read_special_tokens, read_tokenizer, resolve_device)
+from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
+from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.progress import Progress
+
+
+def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
+                      progress: Optional[Progress] = None) -> LlamaRuntime:
+    progress = progress or Progress(path)
+    directory = Path(path)
+    config = read_json(directory / "config.json")
+    arch = LlamaArch.from_hf_config(config)
+    context = max_context(arch, model_config)
+    tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
+    tokenizer = read_tokenizer(directory)
+    progress.stage("reading weights")
+    dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
+    weights = LlamaWeights.from_hf_tensors(arch, load_weights(directory), dtype, device)
+    specials = read_special_tokens(tokenizer_config)
+    bos = specials.get("bos_token")
+    info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
+                     max_context=context, trained_context=arch.trained_context,
+                     eos_token_ids=eos_ids(directory, config, tokenizer, specials),
+                     bos_token_id=tokenizer.token_to_id(bos) if bos else int_or_none(config.get("bos_token_id")),
+                     dtype=model_config.dtype, device=str(device))
+    runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
+                           specials, engine_config.block_size, engine_config.kv_pool_tokens)
+    progress.stage("model ready")
+    return runtime
+
+
+def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
+                 cache_dir: str) -> LlamaRuntime:
+    """The Llama runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
+    if source.architecture and source.architecture not in ARCHITECTURES:
+        raise ValueError(f"architecture {source.architecture!r} is not a Llama-family model")
+    progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)
+    if source.kind == "hf":
+        return load_hf_directory(source.path, model_config, engine_config, progress)
+    if source.kind != "gguf":
+        raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
+    directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress)
+    return load_hf_directory(str(directory), model_config, engine_config, progress)

@@ -1,0 +1,22 @@
+"""Plugin: the Llama-family runtime, which also serves Qwen2 (the same layers plus q/k/v biases)."""
+
+from __future__ import annotations
+
+from kvgate.core.hookspecs import hookimpl
+from kvgate.core.model_runtimes import RuntimeSpec
+
+
+def load(source, model_config, engine_config, cache_dir):
+    """Load a :class:`~kvgate.models.llama.runtime.LlamaRuntime` (see :mod:`kvgate.models.llama.loading`)."""
+    from kvgate.models.llama.loading import load_runtime
+
+    return load_runtime(source, model_config, engine_config, cache_dir)
+
+
+SPEC = RuntimeSpec(load=load, hf_model_types=("llama", "qwen2"),
+                   hf_architectures=("LlamaForCausalLM", "Qwen2ForCausalLM"), gguf_architectures=("llama", "qwen2"))
+
+
+@hookimpl
+def register_model_runtimes(register):
+    register("llama", SPEC)
