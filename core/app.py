@@ -12,11 +12,12 @@ from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 
 from kvgate.core.config import Config, load_config
+from kvgate.core.dialect_choice import build_chat_format
 from kvgate.core.engine.scheduler import Engine
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import openai_error_body
 from kvgate.core.metrics import Metrics
-from kvgate.core.model_loading import build_chat_format, load_runtime
+from kvgate.core.model_loading import load_runtime
 from kvgate.core.pipeline import Pipeline
 from kvgate.core.plugins import build_plugin_manager, collect
 from kvgate.core.request_log import RequestLogMiddleware

@@ -100,14 +100,16 @@ def _runtimes(pm) -> dict:
 
 
 def _served_model(config, pm) -> dict:
-    from kvgate.core.model_loading import build_chat_format, load_runtime
+    from kvgate.core.dialect_choice import build_chat_format
+    from kvgate.core.model_loading import load_runtime
 
     try:
         runtime = load_runtime(config, pm)
-        dialect_name, _dialect, chat_format = build_chat_format(config, pm, runtime)
+        dialect_name, dialect, chat_format = build_chat_format(config, pm, runtime)
     except (ConfigError, Exception) as exc:  # report, don't crash: this is a listing command
         return {"name": config.model.name, "error": str(exc)}
     return {"name": config.model.name, "architecture": runtime.info.architecture, "dialect": dialect_name,
+            "dialect_variant": getattr(dialect, "variant", ""),
             "chat_format": getattr(chat_format, "name", "jinja")}
 
 

@@ -67,6 +67,7 @@ class ModelConfig:
     dtype: str = attrs.field(default="bf16", validator=_one_of("bf16", "fp32", "fp16"))
     device: str = "auto"  # auto / cpu / cuda
     dialect: str = ""  # empty = chosen from architecture and template
+    dialect_variant: str = ""  # empty = the dialect picks from the template (e.g. chatml_json qwen25 / qwen3)
     chat_format: str = ""  # empty = the model's Jinja template with the dialect
     max_context: int = attrs.field(default=0, validator=_non_negative)  # 0 = the trained context
     allow_context_extension: bool = False  # serve past the trained context (RoPE; quality degrades)

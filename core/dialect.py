@@ -5,7 +5,11 @@ A dialect owns four operations that are exact inverses of each other:
 1. tool instruction injection (tool definitions into the prompt),
 2. tool-call history rendering (an assistant message's calls back into model text),
 3. tool-result rendering,
-4. incremental parsing of model output into canonical events.
+4. incremental parsing of model output into canonical events;
+
+and a fifth that follows from them: the fence grammar (``fence_grammar``), which only lets the
+model write what the parser reads as a valid call. It also says which models it serves
+(``serves``) and which of its variants fits a model (``variant_for``), so the host names no dialect.
 
 Rendering a parsed call must give back exactly the text that was generated, otherwise the next
 turn's prompt forks from the cached prefix at the tool call. The streaming parser never emits a
@@ -15,12 +19,23 @@ piece of text that could still become a tag: it holds such text back until it is
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kvgate.core.types import Event, Message, Tool, ToolChoice
 
+if TYPE_CHECKING:
+    from kvgate.core.fence.grammar import Node
+    from kvgate.core.fence.plan import FencePlan
+
 CallIdFactory = Callable[[int, str], str]
 """``call_id(index, name)`` -> the id of the index-th call in this response."""
+
+FALLBACK = 1
+"""``serves`` score of a dialect that takes any model no other dialect claims."""
+TEMPLATE_MATCH = 50
+"""``serves`` score of a dialect whose markup appears in the model's chat template."""
+ARCHITECTURE_MATCH = 100
+"""``serves`` score of a dialect made for the model's architecture."""
 
 
 class StreamParser(abc.ABC):
@@ -45,9 +60,27 @@ class StreamParser(abc.ABC):
 
 
 class Dialect(abc.ABC):
-    """One tool-call syntax. Instances are cheap and immutable; options select a variant."""
+    """One tool-call syntax. Instances are cheap and immutable; options select a variant.
+
+    The registered factory is normally the subclass itself, called as ``factory()`` or
+    ``factory(variant=...)`` (``[model] dialect_variant``).
+    """
 
     name: str = ""
+
+    @classmethod
+    def serves(cls, architecture: str, chat_template: str) -> int:
+        """How well this dialect fits a model: 0 = not at all, higher = better (see ``FALLBACK``,
+        ``TEMPLATE_MATCH``, ``ARCHITECTURE_MATCH``). ``architecture`` is the runtime's architecture
+        name, ``chat_template`` the model's Jinja template ("" when it has none). When ``[model]
+        dialect`` is empty the best score serves; a dialect that only answers 0 must be configured."""
+        return 0
+
+    @classmethod
+    def variant_for(cls, architecture: str, chat_template: str) -> str:
+        """The variant to build for this model when ``[model] dialect_variant`` is empty; "" = the
+        factory's default."""
+        return ""
 
     @abc.abstractmethod
     def render_messages(
@@ -72,6 +105,19 @@ class Dialect(abc.ABC):
         ``start_in`` is where the prompt left the model: ``"content"``, ``"reasoning"`` (the prompt
         ended inside a thinking block) or ``"after_reasoning"``; chat formats say which through
         ``parser_start(request)``.
+        """
+
+    @abc.abstractmethod
+    def fence_grammar(self, plan: "FencePlan") -> "Node":
+        """The grammar of every output ``plan`` allows, in this dialect's syntax.
+
+        Called per request with tools or a response format (a constraining plan). Returns a
+        :mod:`kvgate.core.fence.grammar` node built from this dialect's own literals, usually with
+        :func:`kvgate.core.fence.compose.compose`: the answer part, the calls part (each call a
+        ``Json`` of the tool's parameters, or one value per argument) and, when
+        ``plan.start_in == "reasoning"``, the reasoning before them (``with_reasoning``). Every text
+        the grammar accepts must parse, with :meth:`new_parser`, into valid calls. Raises
+        ``FenceError`` when the dialect lacks a literal the grammar needs.
         """
 
     def render_tool_call(self, name: str, arguments: str) -> str:

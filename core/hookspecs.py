@@ -28,8 +28,10 @@ def register_adapters(register):
 def register_dialects(register):
     """Called when the registry is built, to collect tool-call dialects.
 
-    Call ``register(name, dialect_factory)``: ``dialect_factory(**options)`` returns an object
-    implementing :class:`kvgate.core.dialect.Dialect`. Returns nothing.
+    Call ``register(name, dialect_factory)``: ``dialect_factory(**options)`` (``variant=`` from
+    ``[model] dialect_variant``) returns an object implementing :class:`kvgate.core.dialect.Dialect`.
+    The factory is usually the Dialect subclass, whose ``serves`` and ``variant_for`` say which
+    models it serves (see :mod:`kvgate.core.dialect_choice`). Returns nothing.
     """
 
 

@@ -26,19 +26,30 @@ end of output, arguments given as a JSON string (its decoded text becomes the ar
 Malformed JSON, an unknown tool name or an unclosed call give a ParseIssue with the raw text.
 Namespaced tools are written ``namespace__name``; ToolCallStart carries the inner name and the
 namespace. ``call_id(index, written_name)`` names the calls.
+
+Fence grammar: ``auto`` lets text run until ``<tool_call>`` (a ``'\n'`` before it when text came
+first), then forces ``'\n{"name": "'`` + one of the tools' names + ``'", "arguments": '`` + JSON valid
+against that tool's parameters + ``'}\n</tool_call>'``; more calls follow after ``'\n'``.
+
+Serves: any model no other dialect claims (the fallback), a ChatML template more strongly. Variant:
+``qwen25`` when the template carries the Qwen2.5 default system prompt, else ``qwen3``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
-import attrs
-
-from kvgate.core.dialect import CallIdFactory, Dialect
+from kvgate.core.dialect import FALLBACK, CallIdFactory, Dialect
+from kvgate.core.fence.compose import any_tool, compose, literal, with_reasoning
+from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.grammar import Lit, Node, TextThen, json_node, seq
+from kvgate.core.fence.plan import FencePlan
+from kvgate.core.fence.schema import exclude_markup, tool_parameters
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
-from kvgate.dialects._args import dumps, openai_tool
-from kvgate.dialects._chatml_parser import ChatmlParser
+from kvgate.core.types import Message, Tool, ToolCall, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
+from kvgate.dialects._args import ToolIndex, dumps, openai_tool
+from kvgate.dialects._stream import NEED_MORE, StateParser
 
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 TOOLS_HEAD = (
@@ -54,14 +65,10 @@ CALL_PREFIX = '<tool_call>\n{"name": "'
 ARGS_PREFIX = '", "arguments": '
 CALL_SUFFIX = "}\n</tool_call>"
 VARIANTS = ("qwen3", "qwen25")
-
-
-@attrs.frozen
-class ArgsRegion:
-    """Text forced before and after the JSON arguments of one call (what a grammar constrains)."""
-
-    prefix: str
-    suffix: str
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+CHATML_MARKERS = ("<|im_start|>", "<tool_call>")
+JSON_OUTSIDE_STRING = set("{}[],:0123456789-+.eE \t\r\ntruefalsn")
 
 
 class ChatmlJson(Dialect):
@@ -71,6 +78,14 @@ class ChatmlJson(Dialect):
         if variant not in VARIANTS:
             raise ValueError(f"chatml_json variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
+
+    @classmethod
+    def serves(cls, architecture: str, chat_template: str) -> int:
+        return FALLBACK + (9 if any(marker in chat_template for marker in CHATML_MARKERS) else 0)
+
+    @classmethod
+    def variant_for(cls, architecture: str, chat_template: str) -> str:
+        return "qwen25" if QWEN_DEFAULT_SYSTEM in chat_template else "qwen3"
 
     # ---- literals and grammar boundaries
 
@@ -83,12 +98,8 @@ class ChatmlJson(Dialect):
             "response_open": "<tool_response>", "response_close": "</tool_response>",
         }
 
-    def args_region(self, name: str) -> ArgsRegion:
-        return ArgsRegion(prefix=CALL_PREFIX + name + ARGS_PREFIX, suffix=CALL_SUFFIX)
-
     def render_tool_call(self, name: str, arguments: str) -> str:
-        region = self.args_region(name)
-        return region.prefix + (arguments if arguments.strip() else "{}") + region.suffix
+        return CALL_PREFIX + name + ARGS_PREFIX + (arguments if arguments.strip() else "{}") + CALL_SUFFIX
 
     def tools_block(self, tools: list[Tool]) -> str:
         listed = "".join("\n" + dumps({"type": "function", "function": openai_tool(t)}) for t in tools)
@@ -151,9 +162,228 @@ class ChatmlJson(Dialect):
         "after_reasoning" (the prompt ended with a closed think block)."""
         return ChatmlParser(tools, call_id, start_in=start_in)
 
+    # ---- fence grammar
+
+    def fence_grammar(self, plan: FencePlan) -> Node:
+        trigger = literal(self, "trigger")
+        prefix, args_prefix = literal(self, "call_prefix"), literal(self, "args_prefix")
+        suffix, separator = literal(self, "call_suffix"), literal(self, "call_separator")
+        if not prefix.startswith(trigger):
+            raise FenceError(f"chatml_json: call prefix {prefix!r} does not start with the trigger {trigger!r}")
+        markup = (literal(self, "call_open"), literal(self, "call_close"))
+
+        def one(tool: Tool) -> Node:
+            schema = exclude_markup(tool_parameters(tool), markup)
+            return seq(Lit(prefix[len(trigger):] + tool.qualified_name + args_prefix), json_node(schema),
+                       Lit(suffix))
+
+        head_auto = TextThen(end=trigger, excludes=markup[1:], lead=separator)
+        rest = compose(plan, Lit(trigger), head_auto, any_tool(plan, one), separator + trigger, (trigger,))
+        return with_reasoning(self, plan, rest, "\n\n")
+
 
 def qualified(call: ToolCall) -> str:
     return f"{call.namespace}__{call.name}" if call.namespace else call.name
+
+
+# ---- parsing (incremental; the format is in the module docstring)
+
+class ChatmlParser(StateParser):
+    tool_states = ("call_head", "call_expect", "call_name", "call_args", "json_args", "string_args",
+                   "call_tail", "call_close", "skip_call")
+
+    def __init__(self, tools: list[Tool], call_id: CallIdFactory, start_in: str = "content"):
+        self.index_of_tools = ToolIndex(tools)
+        self.call_id = call_id
+        self.start_in = start_in
+        self.index = 0
+        super().__init__()
+
+    def start_state(self):
+        return {"content": self.plain_text, "reasoning": self.reasoning_text,
+                "after_reasoning": self.think_close}[self.start_in]
+
+    # ---- text and reasoning
+
+    def plain_text(self) -> bool:
+        head, tag = self.scan(["\n" + CALL_OPEN, CALL_OPEN, THINK_OPEN])
+        self.text(head)
+        if tag == THINK_OPEN:
+            return self.goto(self.think_open)
+        if tag is not None:
+            self.raw, self.name, self.args, self.unknown = tag, None, "", None
+            return self.goto(self.call_head)
+        return bool(head)
+
+    def think_open(self) -> bool:
+        got = self.optional("\n")
+        return got is not NEED_MORE and self.goto(self.reasoning_text)
+
+    def reasoning_text(self) -> bool:
+        head, tag = self.scan(["\n" + THINK_CLOSE, THINK_CLOSE])
+        self.reasoning(head)
+        if tag is not None:
+            return self.goto(self.think_close)
+        return bool(head)
+
+    def think_close(self) -> bool:
+        got = self.optional("\n\n")
+        if got is NEED_MORE:
+            return False
+        if got is False and self.optional("\n") is NEED_MORE:
+            return False
+        return self.goto(self.plain_text)
+
+    # ---- one call: <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
+
+    def expect_then(self, literals: list[str], next_state) -> bool:
+        self.pending, self.after = list(literals), next_state
+        return self.goto(self.call_expect)
+
+    def call_expect(self) -> bool:
+        while self.pending:
+            before = self.buf
+            got = self.expect(self.pending[0])
+            if got is NEED_MORE:
+                return False
+            self.raw += before[: len(before) - len(self.buf)]
+            if got is False:
+                return self.malformed(f"expected {self.pending[0]!r} in a tool call")
+            self.pending.pop(0)
+        return self.goto(self.after)
+
+    def call_head(self) -> bool:
+        return self.expect_then(["{", '"name"', ":"], self.call_name)
+
+    def call_name(self) -> bool:
+        stripped = self.buf.lstrip()
+        if not stripped:
+            return self.final and self.malformed("tool call without a name")
+        if not stripped.startswith('"'):
+            return self.malformed("tool name is not a JSON string")
+        try:
+            name, end = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            if self.final or CALL_CLOSE in stripped:
+                return self.malformed("unterminated tool name")
+            return False
+        self.raw += self.take(len(self.buf) - len(stripped) + end)
+        return self.start_call(name)
+
+    def start_call(self, written: str) -> bool:
+        known, tool = self.index_of_tools.resolve(written)
+        if not known:
+            self.unknown = written
+            return self.goto(self.skip_call)
+        name, namespace = (tool.name, tool.namespace) if tool else (written, None)
+        self.name = written
+        self.emit(ToolCallStart(self.index, self.call_id(self.index, written), name, namespace))
+        return self.expect_then([",", '"arguments"', ":"], self.call_args)
+
+    def call_args(self) -> bool:
+        stripped = self.buf.lstrip()
+        if not stripped:
+            return self.final and self.malformed("tool call without arguments")
+        self.raw += self.take(len(self.buf) - len(stripped))
+        if stripped[0] in "{[":
+            self.depth, self.in_string, self.escaped = 0, False, False
+            return self.goto(self.json_args)
+        if stripped[0] == '"':
+            return self.goto(self.string_args)
+        return self.malformed("arguments are not a JSON object")
+
+    def json_args(self) -> bool:
+        taken = 0
+        for char in self.buf:
+            if not self._json_char(char):
+                self._args_delta(self.take(taken))
+                return self.malformed("invalid character in arguments")
+            taken += 1
+            if self.depth == 0:
+                self._args_delta(self.take(taken))
+                return self.goto(self.call_tail)
+        self._args_delta(self.take(taken))
+        if self.final:
+            return self.malformed("unclosed arguments")
+        return False
+
+    def _json_char(self, char: str) -> bool:
+        if self.in_string:
+            if self.escaped:
+                self.escaped = False
+            elif char == "\\":
+                self.escaped = True
+            elif char == '"':
+                self.in_string = False
+            return True
+        if char == '"':
+            self.in_string = True
+        elif char in "{[":
+            self.depth += 1
+        elif char in "}]":
+            self.depth -= 1
+        return char in JSON_OUTSIDE_STRING or char == '"'
+
+    def _args_delta(self, text: str) -> None:
+        if text:
+            self.raw += text
+            self.args += text
+            self.emit(ToolCallArgsDelta(self.index, text))
+
+    def string_args(self) -> bool:
+        try:
+            value, end = json.JSONDecoder().raw_decode(self.buf)
+        except ValueError:
+            if self.final or CALL_CLOSE in self.buf:
+                return self.malformed("unterminated arguments string")
+            return False
+        self.raw += self.take(end)
+        self.args = ""
+        self._args_delta(value)
+        return self.goto(self.call_tail)
+
+    def call_tail(self) -> bool:
+        return self.expect_then(["}"], self.call_close)
+
+    def call_close(self) -> bool:
+        before = self.buf
+        got = self.expect(CALL_CLOSE)
+        if got is NEED_MORE:
+            return False
+        self.raw += before[: len(before) - len(self.buf)]
+        if got is False and not (self.final and not self.buf.strip()):
+            return self.malformed("expected '</tool_call>' after the arguments")
+        self.buf = "" if got is False else self.buf
+        return self.end_call()
+
+    def end_call(self) -> bool:
+        try:
+            json.loads(self.args)
+        except ValueError:
+            self.issue("tool call arguments are not valid JSON", self.raw)
+        self.emit(ToolCallEnd(self.index, self.args))
+        self.index += 1
+        return self.goto(self.plain_text)
+
+    # ---- malformed blocks are reported, never dropped silently
+
+    def malformed(self, message: str) -> bool:
+        self.problem = message
+        return self.goto(self.skip_call)
+
+    def skip_call(self) -> bool:
+        head, tag = self.scan([CALL_CLOSE])
+        self.raw += head + (tag or "")
+        if tag is None and not self.final:
+            return bool(head)
+        if self.unknown is not None:
+            self.issue(f"unknown tool {self.unknown!r}", self.raw)
+        else:
+            self.issue(self.problem, self.raw)
+            if self.name is not None:
+                self.emit(ToolCallEnd(self.index, self.args))
+                self.index += 1
+        return self.goto(self.plain_text)
 
 
 @hookimpl

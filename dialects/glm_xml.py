@@ -27,19 +27,37 @@ Wire format (byte-exact; ``N`` is ``'\\n'`` for glm45 and ``''`` for glm47):
 
 Parsing reads either variant leniently (whitespace between tags, name ended by newline or ``<``);
 values are never stripped. Duplicate keys, unknown tools and unclosed calls give ParseIssues.
+
+Fence grammar: ``auto`` lets text run until ``N + '<tool_call>'``; a call is a tool's name + ``N``,
+then its parameters in any order, each at most once and every required one before
+``'</tool_call>'``: ``'<arg_key>' + K + '</arg_key>' + N + '<arg_value>'`` + the value +
+``'</arg_value>' + N``. A string value is raw text without the markup, any other value compact JSON
+valid against the parameter's schema.
+
+Serves: architectures named ``glm*``, and templates that write ``<arg_key>``. Variant from the
+template's format example (``{function-name}<arg_key>`` = glm47, with a newline = glm45).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from kvgate.core.dialect import CallIdFactory, Dialect
+from kvgate.core.dialect import ARCHITECTURE_MATCH, TEMPLATE_MATCH, CallIdFactory, Dialect
+from kvgate.core.fence.compose import any_tool, compose, literal, tag_value, with_reasoning
+from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, seq
+from kvgate.core.fence.plan import FencePlan
+from kvgate.core.fence.schema import is_string_schema, properties
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import dumps, history_members, openai_tool, wire_value
-from kvgate.dialects._glm_parser import GlmParser
+from kvgate.dialects._stream import NEED_MORE
+from kvgate.dialects._tagcall import THINK_CLOSE, THINK_OPEN, TagCallParser
 
 VARIANTS = {"glm45": "\n", "glm46": "\n", "glm47": ""}
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+KEY_OPEN, KEY_CLOSE = "<arg_key>", "</arg_key>"
+VALUE_OPEN, VALUE_CLOSE = "<arg_value>", "</arg_value>"
+MARKUP_KEYS = ("trigger", "call_close", "key_open", "key_close", "value_open", "value_close")
 TOOLS_HEAD = (
     "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
@@ -61,6 +79,20 @@ class GlmXml(Dialect):
         self.variant = "glm45" if variant == "glm46" else variant
         self.sep = VARIANTS[variant]
         self.clear_thinking = clear_thinking
+
+    @classmethod
+    def serves(cls, architecture: str, chat_template: str) -> int:
+        if architecture.lower().startswith("glm"):
+            return ARCHITECTURE_MATCH
+        return TEMPLATE_MATCH if KEY_OPEN in chat_template else 0
+
+    @classmethod
+    def variant_for(cls, architecture: str, chat_template: str) -> str:
+        if "{function-name}" + KEY_OPEN in chat_template:
+            return "glm47"
+        if any("{function-name}" + sep + KEY_OPEN in chat_template for sep in ("\n", "\\n")):
+            return "glm45"
+        return ""
 
     @property
     def literals(self) -> dict[str, str]:
@@ -140,6 +172,25 @@ class GlmXml(Dialect):
                    start_in: str = "content") -> GlmParser:
         return GlmParser(tools, call_id, start_in=start_in)
 
+    def fence_grammar(self, plan: FencePlan) -> Node:
+        lit = lambda key: literal(self, key)  # noqa: E731
+        sep, trigger = self.sep, lit("trigger")
+        markup = tuple(lit(key) for key in MARKUP_KEYS)
+
+        def field(key: str, schema: Any, required: bool) -> Field:
+            head = Lit(lit("key_open") + key + lit("key_close") + sep + lit("value_open"))
+            body = seq(head, tag_value(schema, is_string_schema(schema), lit("value_close"), markup), Lit(sep))
+            return Field(body, required)
+
+        def one(tool: Tool) -> Node:
+            fields = tuple(field(k, s, r) for k, s, r in properties(tool))
+            params = AnyOrder(fields) if fields else Lit("")
+            return seq(Lit(tool.qualified_name + sep), params, Lit(lit("call_close")))
+
+        head_auto = TextThen(end=sep + trigger, excludes=markup)
+        rest = compose(plan, Lit(sep + trigger), head_auto, any_tool(plan, one), sep + trigger, (trigger,))
+        return with_reasoning(self, plan, rest)
+
 
 ROLE_MARKERS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": ""}
 
@@ -162,6 +213,76 @@ class GlmChatFormat:
 
 def qualified(call: ToolCall) -> str:
     return f"{call.namespace}__{call.name}" if call.namespace else call.name
+
+
+# ---- parsing (incremental; the format is in the module docstring)
+
+class GlmParser(TagCallParser):
+    value_close = VALUE_CLOSE
+    skip_until = CALL_CLOSE
+    tool_states = ("call_name", "call_body", "arg_key", "arg_value_open", "value_text", "skip_call")
+
+    def content(self) -> bool:
+        head, tag = self.scan(["\n" + THINK_OPEN, THINK_OPEN, THINK_CLOSE, "\n" + CALL_OPEN, CALL_OPEN])
+        self.text(head)
+        if tag in ("\n" + THINK_OPEN, THINK_OPEN):
+            return self.goto(self.reasoning_text)
+        if tag == THINK_CLOSE:
+            return self.goto(self.after_think)
+        if tag is not None:
+            self.raw = tag
+            return self.goto(self.call_name)
+        return bool(head)
+
+    def after_think(self) -> bool:
+        return self.optional("\n") is not NEED_MORE and self.goto(self.content)
+
+    def call_name(self) -> bool:
+        ends = [pos for pos in (self.buf.find("\n"), self.buf.find("<")) if pos >= 0]
+        if not ends:
+            if self.final:
+                self.raw += self.take(len(self.buf))
+                return self.malformed("unclosed tool call")
+            return False
+        name = self.take(min(ends))
+        self.raw += name
+        if self.buf.startswith("\n"):
+            self.raw += self.take(1)
+        return self.begin_call(name.strip(), self.call_body)
+
+    def call_body(self) -> bool:
+        if self.final and not self.buf.strip():
+            return False
+        for literal, state in ((KEY_OPEN, self.arg_key), (CALL_CLOSE, None)):
+            before = self.buf
+            got = self.expect(literal)
+            if got is NEED_MORE:
+                return False
+            if got is True:
+                self.raw += before[: len(before) - len(self.buf)]
+                if state is None:
+                    return self.end_call()
+                self.key = ""
+                return self.goto(state)
+        return self.malformed("expected <arg_key> or </tool_call> in a tool call")
+
+    def arg_key(self) -> bool:
+        head, tag = self.scan([KEY_CLOSE])
+        self.raw += head + (tag or "")
+        self.key += head
+        if tag is not None:
+            return self.goto(self.arg_value_open)
+        return bool(head)
+
+    def arg_value_open(self) -> bool:
+        before = self.buf
+        got = self.expect(VALUE_OPEN)
+        if got is NEED_MORE:
+            return False
+        self.raw += before[: len(before) - len(self.buf)]
+        if got is False:
+            return self.malformed("expected <arg_value> after </arg_key>")
+        return self.begin_value(self.key.strip(), None, self.call_body)
 
 
 def _format_factory(variant: str):

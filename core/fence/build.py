@@ -11,10 +11,10 @@ from kvgate.core.fence.backend import grammar_backend
 from kvgate.core.fence.budget import BudgetPlan
 from kvgate.core.fence.canonical import canonicalizer_for
 from kvgate.core.fence.closing import Closer
-from kvgate.core.fence.grammar import literals_in
-from kvgate.core.fence.grammars import grammar_for
+from kvgate.core.fence.errors import FenceError
+from kvgate.core.fence.grammar import Node, literals_in
 from kvgate.core.fence.guards import GuardSetup, build_guards
-from kvgate.core.fence.plan import plan_for
+from kvgate.core.fence.plan import FencePlan, plan_for
 from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
 from kvgate.core.fence.tokens import TokenizerInfo
@@ -37,6 +37,17 @@ def closer_for(info: TokenizerInfo, dialect: Any) -> Closer:
         with info.lock:
             info.backends[key] = closer
     return closer
+
+
+def grammar_for(dialect: Any, plan: FencePlan) -> Optional[Node]:
+    """The grammar node of ``plan`` in ``dialect``'s syntax (``dialect.fence_grammar``), or None
+    when nothing is constrained."""
+    if not plan.constrains:
+        return None
+    own = getattr(dialect, "fence_grammar", None)
+    if not callable(own):
+        raise FenceError(f"dialect {getattr(dialect, 'name', dialect)!r} has no fence_grammar(plan)")
+    return own(plan)
 
 
 def verify_dialect(info: TokenizerInfo, dialect: Any) -> None:

@@ -10,7 +10,7 @@ from dialect_helpers import (TOOLS, call_id, calls, check_streaming, feed, issue
                              texts)
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolCallEnd
-from kvgate.dialects._dsml_parser import escape_value, unescape_value
+from kvgate.dialects.deepseek_dsml import escape_value, unescape_value
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.deepseek_format import format_factory
 

@@ -1,0 +1,95 @@
+"""Which dialect (and which of its variants) serves the loaded model, and the chat format around it.
+
+The host names no dialect: ``[model] dialect`` picks one by name, else every registered dialect
+scores the model (``Dialect.serves(architecture, chat_template)``) and the best one serves; a tie
+at the top is an error that asks for ``[model] dialect``. ``[model] dialect_variant`` picks the
+variant, else the chosen dialect does (``Dialect.variant_for``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.core.config import Config, ModelConfig
+from kvgate.core.dialect import Dialect
+from kvgate.core.errors import ConfigError
+from kvgate.core.plugins import Registry, collect
+from kvgate.core.runtime import ModelRuntime
+
+
+def dialect_scores(dialects: Registry, architecture: str, chat_template: str) -> dict[str, int]:
+    """Every registered dialect's ``serves`` score for this model (0 for a factory without one)."""
+    scores = {}
+    for name in dialects.names():
+        serves = getattr(dialects.get(name), "serves", None)
+        scores[name] = int(serves(architecture, chat_template)) if callable(serves) else 0
+    return scores
+
+
+def choose_dialect_name(model: ModelConfig, dialects: Registry, architecture: str, chat_template: str) -> str:
+    """``[model] dialect`` when set, else the dialect that scores this model highest."""
+    if model.dialect:
+        if model.dialect not in dialects:
+            raise ConfigError(f"model.dialect: unknown dialect {model.dialect!r} "
+                              f"(registered: {', '.join(dialects.names())})")
+        return model.dialect
+    scores = dialect_scores(dialects, architecture, chat_template)
+    best = max(scores.values(), default=0)
+    winners = [name for name, score in scores.items() if score == best]
+    if best <= 0:
+        raise ConfigError(f"model.dialect: no registered dialect serves architecture {architecture!r} "
+                          f"(registered: {', '.join(dialects.names()) or 'none'}); set [model] dialect")
+    if len(winners) > 1:
+        raise ConfigError(f"model.dialect: dialects {', '.join(winners)} all claim architecture "
+                          f"{architecture!r} equally; set [model] dialect")
+    return winners[0]
+
+
+def build_dialect(model: ModelConfig, dialects: Registry, architecture: str, chat_template: str) -> tuple[str, Dialect]:
+    """The name and instance of the dialect serving this model, in its configured or chosen variant."""
+    name = choose_dialect_name(model, dialects, architecture, chat_template)
+    factory = dialects.get(name)
+    variant = model.dialect_variant
+    if not variant:
+        variant_for = getattr(factory, "variant_for", None)
+        variant = variant_for(architecture, chat_template) if callable(variant_for) else ""
+    try:
+        return name, factory(variant=variant) if variant else factory()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"model.dialect_variant: dialect {name!r} refuses variant {variant!r} ({exc})") from None
+
+
+def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRuntime) -> tuple[str, Dialect, Any]:
+    """``(dialect name, dialect, chat format)`` serving this model.
+
+    A registered chat format (``[model] chat_format``) may bring its own variant of the dialect;
+    that one then parses and fences what the format renders.
+    """
+    dialects = collect(pm, "register_dialects", "dialect")
+    template = runtime.chat_template or ""
+    name, dialect = build_dialect(config.model, dialects, runtime.info.architecture, template)
+    if config.model.chat_format and config.model.chat_format != "jinja":
+        formats = collect(pm, "register_chat_formats", "chat format")
+        if config.model.chat_format not in formats:
+            raise ConfigError(f"model.chat_format: unknown chat format {config.model.chat_format!r} "
+                              f"(registered: jinja, {', '.join(formats.names())})")
+        chat_format = formats.get(config.model.chat_format)(runtime, dialect)
+        dialect = adopt_format_dialect(config.model, dialect, chat_format)
+        return getattr(dialect, "name", "") or name, dialect, chat_format
+    if not template:
+        raise ConfigError("model.chat_format: the model has no chat template; choose a chat format")
+    return name, dialect, JinjaChatFormat(template, dialect, runtime.special_tokens)
+
+
+def adopt_format_dialect(model: ModelConfig, dialect: Dialect, chat_format: Any) -> Dialect:
+    """The dialect the chat format renders with; a configured variant it overrides is an error."""
+    own = getattr(chat_format, "dialect", None)
+    if own is None or own is dialect:
+        return dialect
+    if model.dialect_variant and getattr(own, "variant", None) != model.dialect_variant:
+        raise ConfigError(f"model.dialect_variant: {model.dialect_variant!r} conflicts with chat format "
+                          f"{model.chat_format!r}, which renders variant {getattr(own, 'variant', '?')!r}")
+    return own
