@@ -11,6 +11,7 @@ from kvgate.core.plugins import DuplicateName, build_plugin_manager, collect, de
 REGISTRY_HOOKS = [
     "register_adapters", "register_dialects", "register_chat_formats", "register_model_runtimes",
     "register_cache_tiers", "register_grammar_backends", "register_generation_guards",
+    "register_config_sections",
 ]
 
 
