@@ -10,9 +10,9 @@ import numpy as np
 
 from kvgate.core.chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig, ModelConfig
-from kvgate.core.engine.scheduler import Engine
+from kvgate.core.config_sections import bind_plugin_sections
+from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
-from kvgate.core.engine.speculative import speculative_decode_step
 from kvgate.core.fence import build_request_fence, tokenizer_info
 from kvgate.core.plugins import build_plugin_manager
 
@@ -106,12 +106,10 @@ def prefix_cache(runtime, pm):
 
 def run_cell(runtime, info, pm, dialect_name, requests, max_tokens, fenced, spec, batch, timings, cache=None):
     """Every request through one engine (continuous batch of ``batch``); (tokens, finish reason) each."""
-    dialect, config = DIALECTS[dialect_name], Config()
+    dialect, config = DIALECTS[dialect_name], bind_plugin_sections(Config(), pm)
     chat = JinjaChatFormat(runtime.chat_template, dialect, runtime.special_tokens)
     engine = Engine(runtime, EngineConfig(speculative_ngram=spec, max_batch=batch, max_queue=len(requests) + 1),
-                    cache)
-    if spec:
-        engine.speculative = speculative_decode_step
+                    cache)  # speculates when spec > 0
     restore = timed_forward(runtime, timings)
     inbox: queue.Queue = queue.Queue()
     outputs: dict[int, tuple[list[int], str]] = {}

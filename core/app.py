@@ -11,9 +11,10 @@ import torch
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 
-from kvgate.core.config import Config, load_config
+from kvgate.core.config import Config, read_config
+from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.dialect_choice import build_chat_format
-from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import openai_error_body
 from kvgate.core.metrics import Metrics
@@ -76,11 +77,7 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
     dialect_name, dialect, chat_format = build_chat_format(config, pm, runtime)
     namespace = namespace_for(runtime, dialect_name, chat_format, tokenizer_service.fingerprint)
     cache = build_cache(config, pm, runtime, metrics)
-    engine = Engine(runtime, config.engine, cache, metrics)
-    if config.engine.speculative_ngram:
-        from kvgate.core.engine.speculative import speculative_decode_step
-
-        engine.speculative = speculative_decode_step
+    engine = Engine(runtime, config.engine, cache, metrics)  # its decode step follows [engine]
     pipeline = Pipeline(runtime, engine, tokenizer_service, chat_format, dialect, namespace, config, metrics,
                         build_fence_builder(config, pm, runtime, dialect, chat_format))
     pipeline.dialect_name = dialect_name
@@ -116,8 +113,11 @@ def operations_routes(ctx: ServerContext) -> list:
 
 
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:
-    config = config or load_config()
+    """The app for ``config`` (default: no file) and ``pm`` (default: the installed plugins, less
+    ``[plugins] disabled``); the plugin sections are validated for ``pm`` before anything loads."""
+    config = config or read_config()
     pm = pm or build_plugin_manager(disabled=config.plugins.disabled)
+    bind_plugin_sections(config, pm)
     ctx = build_context(config, pm)
     handlers = operations_routes(ctx)
     adapters = collect(pm, "register_adapters", "adapter")

@@ -9,13 +9,18 @@ from typing import Optional
 
 import click
 
-from kvgate.core.config import ConfigError, load_config
+from kvgate.core.config import ConfigError, read_config
+from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.plugins import build_plugin_manager, collect, describe_plugins
 
 
 def _config(config_path: Optional[str], overrides: dict):
+    """(config, plugin manager): the core sections, the manager they ask for, then the plugin
+    sections validated for it; a bad key in either step is a one-line error."""
     try:
-        return load_config(config_path, overrides)
+        config = read_config(config_path, overrides)
+        pm = build_plugin_manager(disabled=config.plugins.disabled)
+        return bind_plugin_sections(config, pm), pm
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -45,11 +50,11 @@ def serve(config_path, model, host, port, log_level) -> None:
         overrides["server"]["host"] = host
     if port:
         overrides["server"]["port"] = port
-    config = _config(config_path, overrides)
+    config, pm = _config(config_path, overrides)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
-        app = create_app(config)
+        app = create_app(config, pm)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"kvgate serving {config.model.name!r} on http://{config.server.host}:{config.server.port}", err=True)
@@ -63,14 +68,14 @@ def serve(config_path, model, host, port, log_level) -> None:
 @click.option("--no-model", is_flag=True, help="Do not resolve the served model's dialect.")
 def plugins(config_path, as_json, no_model) -> None:
     """List registered plugins, their distributions and what they register."""
-    config = _config(config_path, {})
-    pm = build_plugin_manager(disabled=config.plugins.disabled)
+    config, pm = _config(config_path, {})
     report = {"plugins": describe_plugins(pm), "registries": {}}
     for hook, kind in [("register_adapters", "adapter"), ("register_dialects", "dialect"),
                        ("register_chat_formats", "chat format"), ("register_model_runtimes", "model runtime"),
                        ("register_cache_tiers", "cache tier"), ("register_grammar_backends", "grammar backend"),
                        ("register_generation_guards", "generation guard"),
-                       ("register_model_formats", "model format"), ("register_default_models", "default model")]:
+                       ("register_model_formats", "model format"), ("register_default_models", "default model"),
+                       ("register_config_sections", "config section")]:
         registry = collect(pm, hook, kind)
         report["registries"][kind] = {name: registry.owners[name] for name in registry.names()}
     report["runtimes"] = _runtimes(pm)

@@ -1,6 +1,9 @@
 """TOML configuration loaded into attrs classes with cattrs.
 
 Every option has a key; a bad file gets a :class:`ConfigError` naming the key and the reason.
+Loading takes two steps: :func:`read_config` structures the core sections (``[plugins] disabled``
+is needed to build the plugin manager), then :func:`kvgate.core.config_sections.bind_plugin_sections`
+structures the sections plugins declare; :func:`load_config` does both.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
+from kvgate.core.config_fields import FieldError
+from kvgate.core.config_fields import non_negative as _non_negative
+from kvgate.core.config_fields import one_of as _one_of
+from kvgate.core.config_fields import positive as _positive
 from kvgate.core.errors import ConfigError
 
 
@@ -22,32 +29,6 @@ def _default_state_dir() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvgate"
     )
     return base
-
-
-class FieldError(ValueError):
-    """A validator's complaint about one field, so the error can name its key."""
-
-    def __init__(self, name: str, reason: str):
-        super().__init__(f"{name}: {reason}")
-        self.name, self.reason = name, reason
-
-
-def _positive(instance, attribute, value):
-    if value <= 0:
-        raise FieldError(attribute.name, f"must be positive, got {value}")
-
-
-def _non_negative(instance, attribute, value):
-    if value < 0:
-        raise FieldError(attribute.name, f"must not be negative, got {value}")
-
-
-def _one_of(*choices: str):
-    def check(instance, attribute, value):
-        if value not in choices:
-            raise FieldError(attribute.name, f"must be one of {', '.join(choices)}, got {value!r}")
-
-    return check
 
 
 @attrs.define
@@ -116,30 +97,14 @@ class FenceConfig:
 
 
 @attrs.define
-class GuardConfig:
-    enabled: bool = True
-    max_token_repeats: int = attrs.field(default=32, validator=_positive)
-    max_pattern_period: int = attrs.field(default=32, validator=_positive)
-    min_pattern_repeats: int = attrs.field(default=8, validator=_positive)
-
-
-@attrs.define
-class ResponsesConfig:
-    store_path: str = ""  # empty = <state dir>/responses
-
-
-@attrs.define
-class AnthropicConfig:
-    normalize_billing_header: bool = True
-
-
-@attrs.define
 class PluginsConfig:
     disabled: list[str] = attrs.field(factory=list)
 
 
 @attrs.define
 class Config:
+    """The core sections as attributes; a plugin's section through :meth:`section` once bound."""
+
     state_dir: str = attrs.field(factory=_default_state_dir)
     server: ServerConfig = attrs.field(factory=ServerConfig)
     model: ModelConfig = attrs.field(factory=ModelConfig)
@@ -147,13 +112,42 @@ class Config:
     tokenizer_cache: TokenizerCacheConfig = attrs.field(factory=TokenizerCacheConfig)
     cache: CacheConfig = attrs.field(factory=CacheConfig)
     fence: FenceConfig = attrs.field(factory=FenceConfig)
-    guard: GuardConfig = attrs.field(factory=GuardConfig)
-    responses: ResponsesConfig = attrs.field(factory=ResponsesConfig)
-    anthropic: AnthropicConfig = attrs.field(factory=AnthropicConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
+    # not keys of the file: where it came from, its tables no core section owns (structured by
+    # their plugins in :func:`kvgate.core.config_sections.bind_plugin_sections`), and the result
+    source: str = attrs.field(default="defaults", init=False, repr=False, eq=False)
+    plugin_tables: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _sections: Optional[dict[str, Any]] = attrs.field(default=None, init=False, repr=False, eq=False)
+    _bound_to: Any = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def path_in_state(self, configured: str, default_name: str) -> Path:
         return Path(os.path.expanduser(configured or os.path.join(self.state_dir, default_name)))
+
+    def section(self, name: str) -> Any:
+        """The structured settings of the plugin section ``[name]`` (its defaults when the file has none).
+
+        Raises ConfigError before the config is bound to a plugin manager, KeyError for a section
+        that no loaded plugin declares.
+        """
+        if self._sections is None:
+            raise ConfigError(f"[{name}]: plugin sections are not bound yet; call "
+                              "kvgate.core.config_sections.bind_plugin_sections(config, pm) first")
+        try:
+            return self._sections[name]
+        except KeyError:
+            known = ", ".join(sorted(self._sections)) or "none"
+            raise KeyError(f"no loaded plugin declares a config section [{name}] (declared: {known})") from None
+
+    def bound_sections(self) -> dict[str, Any]:
+        """The plugin sections structured so far (empty before binding)."""
+        return dict(self._sections or {})
+
+    def is_bound_to(self, pm: Any) -> bool:
+        return self._sections is not None and self._bound_to is pm
+
+    def set_sections(self, sections: dict[str, Any], pm: Any) -> None:
+        """Record the plugin sections structured for ``pm`` (see ``bind_plugin_sections``)."""
+        self._sections, self._bound_to = dict(sections), pm
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -184,16 +178,33 @@ def _describe(exc: BaseException, path: str = "") -> list[str]:
     return lines
 
 
+CORE_SECTIONS = tuple(field.name for field in attrs.fields(Config) if field.init)
+
+
 def config_from_dict(data: dict[str, Any], source: str = "config") -> Config:
+    """Step one: structure the core sections; other top-level tables are kept for their plugins."""
+    core = {key: value for key, value in data.items() if key in CORE_SECTIONS}
     try:
-        return _converter.structure(data, Config)
+        config = _converter.structure(core, Config)
     except Exception as exc:  # cattrs raises exception groups
         details = "; ".join(_describe(exc)) or str(exc)
         raise ConfigError(f"{source}: {details}") from None
+    config.source = source
+    config.plugin_tables = {key: value for key, value in data.items() if key not in CORE_SECTIONS}
+    return config
 
 
-def load_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None) -> Config:
-    """Load ``path`` (TOML) if given, then apply ``overrides`` ({"section": {"key": value}})."""
+def structure_section(name: str, data: Any, cls: type) -> tuple[Any, list[str]]:
+    """(instance, []) or (None, error lines naming ``name.key``) for one section's table."""
+    try:
+        return _converter.structure(data, cls), []
+    except Exception as exc:
+        return None, _describe(exc, f"{name}.") or [f"{name}: {exc}"]
+
+
+def read_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None) -> Config:
+    """Step one of loading: ``path`` (TOML) if given, then ``overrides`` ({"section": {"key": value}}),
+    with the core sections structured and the plugin sections not yet (see :func:`load_config`)."""
     data: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
@@ -213,5 +224,20 @@ def load_config(path: Optional[str | os.PathLike] = None, overrides: Optional[di
     return config_from_dict(data, source)
 
 
+def load_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None,
+                pm: Any = None) -> Config:
+    """Both steps: :func:`read_config`, then every plugin section structured by
+    :func:`kvgate.core.config_sections.bind_plugin_sections` for ``pm`` (default: a plugin
+    manager of the installed plugins, less ``[plugins] disabled``)."""
+    from kvgate.core.config_sections import bind_plugin_sections
+    from kvgate.core.plugins import build_plugin_manager
+
+    config = read_config(path, overrides)
+    return bind_plugin_sections(config, pm or build_plugin_manager(disabled=config.plugins.disabled))
+
+
 def config_to_dict(config: Config) -> dict[str, Any]:
-    return _converter.unstructure(config)
+    data = _converter.unstructure(config)
+    for name, section in (config._sections or {}).items():
+        data[name] = _converter.unstructure(section)
+    return data

@@ -105,8 +105,9 @@ def register_generation_guards(register):
     """Called when a request's fence is composed, to collect generation guards.
 
     Call ``register(name, build_guard)``: ``build_guard(setup)`` receives a
-    :class:`kvgate.core.fence.guards.GuardSetup` (the ``[guard]`` config is ``setup.config``) and
-    returns a fresh per-request guard state machine, or None when it has nothing to watch.
+    :class:`kvgate.core.fence.guards.GuardSetup` (a guard reads its own config section with
+    ``setup.config.section(name)``) and returns a fresh per-request guard state machine, or None
+    when it has nothing to watch.
     Returns nothing.
     """
 
@@ -116,4 +117,18 @@ def register_commands(cli):
     """Called when the ``kvgate`` command line is built.
 
     ``cli`` is the root :class:`click.Group`; add sub-commands to it. Returns nothing.
+    """
+
+
+@hookspec
+def register_config_sections(register):
+    """Called when a configuration is bound to the plugin manager -- by ``load_config``, by
+    ``kvgate serve`` and ``create_app`` before anything is served -- to collect the TOML sections
+    plugins own.
+
+    Call ``register(section_name, attrs_class)``: the file's ``[section_name]`` table is structured
+    into ``attrs_class`` (its defaults when absent) with the same key-naming errors as the core
+    sections (validators from :mod:`kvgate.core.config_fields`); read it back with
+    ``config.section(section_name)``. A name used by a core section or by another plugin is an
+    error. Returns nothing.
     """

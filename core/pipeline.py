@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 from kvgate.core.config import Config
 from kvgate.core.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import make_generator
-from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
 from kvgate.core.server import call_id

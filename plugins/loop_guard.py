@@ -12,12 +12,18 @@ Detects, on the tokens chosen so far:
   identical lines of code may be what was asked for);
 * a restart of the reasoning: inside reasoning, the opening tokens of the reasoning recur ->
   the end of reasoning is forced; after reasoning closed, re-opening it is excluded.
+
+Its settings are the ``[guard]`` section (:class:`GuardConfig`), declared by this plugin.
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
+import attrs
+
+from kvgate.core.config_fields import positive
 from kvgate.core.hookspecs import hookimpl
 
 RESTART_WINDOW = 16  # tokens: the opening of the reasoning that must not recur
@@ -30,9 +36,18 @@ def repeats_needed(period: int, min_repeats: int) -> int:
     return min(min_repeats, max(LONG_REPEATS, -(-LOOP_TOKENS // period)))
 
 
+@attrs.define
+class GuardConfig:
+    """The ``[guard]`` section."""
+
+    enabled: bool = True
+    max_token_repeats: int = attrs.field(default=32, validator=positive)
+    max_pattern_period: int = attrs.field(default=32, validator=positive)
+    min_pattern_repeats: int = attrs.field(default=8, validator=positive)
+
+
 class LoopGuard:
-    def __init__(self, setup):
-        config = setup.config
+    def __init__(self, setup, config: GuardConfig):
         self.max_repeats = config.max_token_repeats
         self.max_period = config.max_pattern_period
         self.needed = [0] + [repeats_needed(p, config.min_pattern_repeats) for p in range(1, self.max_period + 1)]
@@ -123,6 +138,17 @@ class LoopGuard:
         return []
 
 
+def build_loop_guard(setup) -> Optional[LoopGuard]:
+    """A fresh loop guard for one request, or None when ``[guard] enabled`` is false."""
+    config = setup.config.section("guard")
+    return LoopGuard(setup, config) if config.enabled else None
+
+
 @hookimpl
 def register_generation_guards(register):
-    register("loop_guard", LoopGuard)
+    register("loop_guard", build_loop_guard)
+
+
+@hookimpl
+def register_config_sections(register):
+    register("guard", GuardConfig)

@@ -22,7 +22,7 @@ PROBE_PATHS = ["/", "/api/hello"]  # Claude Code calls HEAD / before its first r
 
 
 def build_routes(ctx) -> list:
-    billing = billing_mode(ctx.config.anthropic.normalize_billing_header)
+    billing = billing_mode(ctx.config.section("anthropic").normalize_billing_header)
 
     def chat_request(request: Request, body: dict[str, Any]):
         requested = body.get("model")

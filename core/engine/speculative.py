@@ -11,8 +11,9 @@ speculation). The rejected tail is truncated from the session; only the accepted
 the real fence (it takes the clone's state). Sequences without a draft go through the ordinary
 batched step.
 
-The engine calls :func:`speculative_decode_step` in place of ``steps.decode_step`` when
-``[engine] speculative_ngram`` (the draft length) is positive.
+:func:`speculative_decode_step` is a :data:`kvgate.core.engine.steps.DecodeStep`: the engine
+chooses it over ``steps.decode_step`` when ``[engine] speculative_ngram`` (the draft length) is
+positive (see ``kvgate.core.engine.engine.decode_step_for``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from kvgate.core.engine import steps
 from kvgate.core.engine.sampling import sample
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.steps import StepHost
 from kvgate.core.errors import Overloaded
 
 NGRAM = 3
@@ -96,7 +98,7 @@ def verify(seq: Sequence, rows, draft: list[int], forced: int) -> tuple[list[int
     return chosen, work
 
 
-def emit(engine, seq: Sequence, tokens: list[int]) -> None:
+def emit(engine: StepHost, seq: Sequence, tokens: list[int]) -> None:
     """Deliver chosen tokens in order, finishing the sequence exactly as an ordinary step would."""
     for index, token in enumerate(tokens):
         if token in seq.stop_token_ids:
@@ -113,7 +115,7 @@ def emit(engine, seq: Sequence, tokens: list[int]) -> None:
             return
 
 
-def speculate(engine, seq: Sequence, draft: list[int], forced: int) -> None:
+def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) -> None:
     session = seq.session
     base = session.length
     fed = [seq.output[-1]] + draft
@@ -129,7 +131,7 @@ def speculate(engine, seq: Sequence, draft: list[int], forced: int) -> None:
     emit(engine, seq, chosen)
 
 
-def speculative_decode_step(engine, batch: list[Sequence], max_draft: Optional[int] = None) -> None:
+def speculative_decode_step(engine: StepHost, batch: list[Sequence], max_draft: Optional[int] = None) -> None:
     """Drop-in for ``steps.decode_step``: speculate where a draft exists, batch-decode the rest."""
     max_draft = engine.config.speculative_ngram if max_draft is None else max_draft
     plain: list[Sequence] = []

@@ -1,39 +1,61 @@
-"""One prefill chunk and one batched decode step, with block reclamation around them."""
+"""One prefill chunk and one batched decode step, with block reclamation around them.
+
+The functions take a :class:`StepHost`, the part of the engine they may use; a decode strategy
+(:data:`DecodeStep`, e.g. :func:`decode_step` or the speculative one) has the same shape.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 import torch
 
+from kvgate.core.config import EngineConfig
 from kvgate.core.engine.sampling import sample
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import Overloaded
-from kvgate.core.runtime import OutOfBlocks, PrefillInterrupted
-
-if TYPE_CHECKING:
-    from kvgate.core.engine.scheduler import Engine
+from kvgate.core.runtime import ModelRuntime, OutOfBlocks, PrefillInterrupted
 
 T = TypeVar("T")
 log = logging.getLogger("kvgate.engine")
 
 
-def with_room(engine: "Engine", tokens_needed: int, work: Callable[[], T]) -> T:
+class StepHost(Protocol):
+    """What a step needs from the engine (:class:`kvgate.core.engine.engine.Engine` is one)."""
+
+    runtime: ModelRuntime
+    config: EngineConfig
+    cache: Any  # reclaim(blocks) -> blocks freed
+
+    def batch_size(self) -> int:
+        """Sequences in the running (decoding) batch."""
+
+    def start_decoding(self, seq: Sequence) -> None:
+        """Move a sequence whose prompt is in state into the running batch."""
+
+    def finish(self, seq: Sequence, done: SequenceDone) -> None:
+        """Release or cache its state and tell its consumer; never raises."""
+
+
+DecodeStep = Callable[[StepHost, list[Sequence]], None]  # one step over the running batch
+
+
+def with_room(engine: StepHost, tokens_needed: int, work: Callable[[], T]) -> T:
     """Run ``work``; when the pool is out of blocks, reclaim cached state and try once more."""
     try:
         return work()
     except OutOfBlocks:
         pass
-    blocks = math.ceil(tokens_needed / engine.runtime.block_size) + len(engine._running) + 1
+    blocks = math.ceil(tokens_needed / engine.runtime.block_size) + engine.batch_size() + 1
     engine.cache.reclaim(blocks)
     if engine.runtime.pool_stats()["blocks_free"] < blocks:
         raise Overloaded("No room for this request's state right now; retry shortly.", retry_after=2)
     return work()
 
 
-def chunk_size(engine: "Engine", seq: Sequence) -> int:
+def chunk_size(engine: StepHost, seq: Sequence) -> int:
     """Prompt tokens for this sequence's next forward.
 
     Chunks keep running sequences decoding between them. With none running, a fresh prompt runs in
@@ -42,12 +64,12 @@ def chunk_size(engine: "Engine", seq: Sequence) -> int:
     their attention mask grows with the chunk.
     """
     config = engine.config
-    if engine._running or seq.computed or config.prefill_alone <= config.prefill_chunk:
+    if engine.batch_size() or seq.computed or config.prefill_alone <= config.prefill_chunk:
         return config.prefill_chunk
     return config.prefill_alone
 
 
-def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
+def prefill_chunk(engine: StepHost, seq: Sequence) -> None:
     """Compute the next chunk of the prompt; on the last chunk, sample the first token."""
     pending = seq.remaining_prompt()
     chunk = pending[: chunk_size(engine, seq)]
@@ -58,7 +80,7 @@ def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
         engine.finish(seq, SequenceDone("cancelled"))
         return
     except Overloaded as exc:
-        if engine._running:
+        if engine.batch_size():
             return  # running sequences will finish and free blocks; try again next turn
         engine.finish(seq, SequenceDone("error", exc))
         return
@@ -73,7 +95,7 @@ def prefill_chunk(engine: "Engine", seq: Sequence) -> None:
     choose_and_emit(engine, seq, logits)
 
 
-def decode_step(engine: "Engine", batch: list[Sequence]) -> None:
+def decode_step(engine: StepHost, batch: list[Sequence]) -> None:
     """Feed each running sequence its last token in one batched forward, then sample."""
     sessions = [seq.session for seq in batch]
     last = [seq.output[-1] for seq in batch]
@@ -86,7 +108,7 @@ def decode_step(engine: "Engine", batch: list[Sequence]) -> None:
         choose_and_emit(engine, seq, logits[row])
 
 
-def choose_and_emit(engine: "Engine", seq: Sequence, logits: torch.Tensor) -> None:
+def choose_and_emit(engine: StepHost, seq: Sequence, logits: torch.Tensor) -> None:
     """Fence, sample, deliver; finish the sequence on a stop token, the budget or a stop request."""
     if seq.cancelled or seq.stop_requested:
         engine.finish(seq, SequenceDone("cancelled" if seq.cancelled else "stop"))

@@ -83,12 +83,10 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         closer = closer_for(tokenizer_info, dialect)
         prefer = closer.preferred(required_names(plan.tools))
         call_cost = shortest_call(backend, closer, dialect, plan, prefer)
-    guards = []
-    if config.guard.enabled:
-        literals = getattr(dialect, "literals", {}) or {}
-        setup = GuardSetup(config.guard, tokenizer_info, literals.get("think_open", ""),
-                           literals.get("think_close", ""), start_in == "reasoning")
-        guards = build_guards(pm, setup)
+    literals = getattr(dialect, "literals", {}) or {}
+    setup = GuardSetup(config, tokenizer_info, literals.get("think_open", ""),
+                       literals.get("think_close", ""), start_in == "reasoning")
+    guards = build_guards(pm, setup)
     if matcher is None and not guards:
         return None
     plan_state = None

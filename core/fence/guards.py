@@ -2,8 +2,9 @@
 
 A guard is contributed through the ``register_generation_guards`` hook:
 ``register(name, build_guard)``; ``build_guard(setup)`` receives a :class:`GuardSetup` (the
-``[guard]`` config plus what the request's dialect and tokenizer say about reasoning) and returns
-a fresh object with this interface:
+whole config, where a guard reads its own section with ``setup.config.section(name)``, plus what
+the request's dialect and tokenizer say about reasoning) and returns None when it has nothing to
+watch (e.g. switched off in its section), else a fresh object with this interface:
 
 * ``banned() -> list[int]``: tokens to exclude before the next sample (the looping successor);
 * ``forced() -> list[int]``: tokens the guard forces next (e.g. the end of reasoning), or [];
@@ -20,13 +21,13 @@ from typing import Any, Protocol
 
 import attrs
 
-from kvgate.core.config import GuardConfig
+from kvgate.core.config import Config
 from kvgate.core.fence.tokens import TokenizerInfo
 
 
 @attrs.frozen
 class GuardSetup:
-    config: GuardConfig
+    config: Config  # the whole bound config; each guard reads its own section
     info: TokenizerInfo
     think_open: str = ""
     think_close: str = ""
@@ -44,8 +45,10 @@ class Guard(Protocol):
 
 
 def build_guards(pm, setup: GuardSetup) -> list[Any]:
-    """One fresh instance of every registered guard (disabled plugins are not loaded at all)."""
+    """One fresh instance of every registered guard that has something to watch (disabled plugins
+    are not loaded at all; a guard switched off in its own section builds None)."""
     from kvgate.core.plugins import collect
 
     registry = collect(pm, "register_generation_guards", "generation guard")
-    return [registry.get(name)(setup) for name in registry.names()]
+    guards = [registry.get(name)(setup) for name in registry.names()]
+    return [guard for guard in guards if guard is not None]

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from kvgate.core.config import EngineConfig
-from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
 from kvgate.core.runtime import PrefillInterrupted
 from kvgate.core.types import SamplingParams

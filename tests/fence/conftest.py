@@ -61,8 +61,10 @@ def pm():
 
 
 @pytest.fixture()
-def config():
-    return Config()
+def config(pm):
+    from kvgate.core.config_sections import bind_plugin_sections
+
+    return bind_plugin_sections(Config(), pm)
 
 
 def request(mode="auto", name=None, tools=(WEATHER, CLOCK), parallel=True, response=None) -> ChatRequest:

@@ -8,17 +8,14 @@ from typing import Optional
 
 from kvgate.core.chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig
-from kvgate.core.engine.scheduler import Engine
+from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
-from kvgate.core.engine.speculative import speculative_decode_step
 from kvgate.core.fence import build_request_fence
 from kvgate.core.types import ChatRequest
 
 
 def make_engine(runtime, speculative: int = 0) -> Engine:
-    engine = Engine(runtime, EngineConfig(speculative_ngram=speculative, max_batch=8))
-    if speculative:
-        engine.speculative = speculative_decode_step
+    engine = Engine(runtime, EngineConfig(speculative_ngram=speculative, max_batch=8))  # speculates when > 0
     engine.start()
     return engine
 

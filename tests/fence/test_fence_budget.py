@@ -27,7 +27,7 @@ def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
 @pytest.mark.parametrize("spare", [0, 9, 40])
 def test_calls_close_within_the_budget(smol_info, smol_tokenizer, pm, config, dialect, spare):
     """With ``spare`` tokens more than the shortest complete call, the call always completes."""
-    config.guard.enabled = False
+    config.section("guard").enabled = False
     fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm)
     shortest = fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer)
     budget = len(shortest) + spare
@@ -38,7 +38,7 @@ def test_calls_close_within_the_budget(smol_info, smol_tokenizer, pm, config, di
 
 
 def test_without_a_budget_the_value_runs_on(smol_info, smol_tokenizer, pm, config):
-    config.guard.enabled = False
+    config.section("guard").enabled = False
     fence = build_request_fence(request("required", tools=(CLOCK,)), ChatmlJson(), smol_info, config, pm)
     logits = torch.zeros(smol_tokenizer.get_vocab_size())
     logits[smol_tokenizer.encode(" hello").ids[0]] = 10.0
@@ -87,7 +87,7 @@ def test_auto_text_cannot_open_a_call_it_cannot_finish(smol_info, smol_tokenizer
 def test_calls_close_when_forced_runs_skip_the_logits(smol_info, smol_tokenizer, pm, config, dialect, spare):
     """Speculation takes ``forced_tokens()`` without computing a mask; the runs it gets must stop
     where the budget is due a check, or the closing path is planned too late."""
-    config.guard.enabled = False
+    config.section("guard").enabled = False
     fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm)
     budget = len(fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer)) + spare
     logits = torch.zeros(smol_tokenizer.get_vocab_size())

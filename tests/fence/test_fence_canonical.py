@@ -48,7 +48,7 @@ def scripted_run(fence, tokenizer, script, limit: int = 60) -> list[int]:
     (GlmXml("glm47"), GLM_SCRIPT, "search<arg_key>q</arg_key><arg_value>Rome</arg_value></tool_call>"),
 ], ids=["chatml_json", "glm_xml"])
 def test_forced_text_keeps_the_canonical_split(smol_info, smol_tokenizer, pm, config, dialect, script, wanted):
-    config.guard.enabled = False
+    config.section("guard").enabled = False
     runs = {}
     for canonical in (True, False):
         fence = build_request_fence(request("required", tools=(WEATHER, SEARCH)), dialect, smol_info, config, pm)

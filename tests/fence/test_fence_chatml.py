@@ -113,7 +113,7 @@ def test_forced_tokens_are_the_only_allowed_tokens(drive):
 def test_no_fence_without_constraints_or_guards(smol_info, pm, config):
     from kvgate.core.fence import build_request_fence
 
-    config.guard.enabled = False
+    config.section("guard").enabled = False
     assert build_request_fence(request("auto", tools=()), D, smol_info, config, pm) is None
 
 

@@ -66,7 +66,7 @@ def nesting_script(dialect, mode: str) -> str:
 
 
 def make(dialect, mode, info, pm, config):
-    config.guard.enabled = False  # only the budget acts
+    config.section("guard").enabled = False  # only the budget acts
     if mode == "json_object":
         req = request("auto", tools=(), response=ResponseFormat("json_object"))
     else:

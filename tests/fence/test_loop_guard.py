@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from kvgate.core.config import GuardConfig
+from kvgate.core.config import Config
 from kvgate.core.fence import build_request_fence
 from kvgate.core.fence.guards import GuardSetup
 from kvgate.dialects.chatml_json import ChatmlJson
-from kvgate.plugins.loop_guard import RESTART_WINDOW, LoopGuard, repeats_needed
+from kvgate.plugins.loop_guard import RESTART_WINDOW, GuardConfig, LoopGuard, repeats_needed
 from tests.fence.conftest import request
 
 
 def guard(info, **config) -> LoopGuard:
-    return LoopGuard(GuardSetup(GuardConfig(**config), info))
+    return LoopGuard(GuardSetup(Config(), info), GuardConfig(**config))
 
 
 def feed(g: LoopGuard, tokens) -> LoopGuard:
@@ -64,7 +64,7 @@ def test_clone_is_independent(smol_info):
 
 def test_reasoning_restart_forces_the_end_of_reasoning(smol_info):
     close = smol_info.encode("</think>")
-    g = LoopGuard(GuardSetup(GuardConfig(max_pattern_period=2), smol_info, "<think>", "</think>", True))
+    g = LoopGuard(GuardSetup(Config(), smol_info, "<think>", "</think>", True), GuardConfig(max_pattern_period=2))
     opening = list(range(100, 100 + RESTART_WINDOW))
     feed(g, opening + list(range(300, 300 + RESTART_WINDOW)))
     assert g.forced() == []
@@ -75,7 +75,7 @@ def test_reasoning_restart_forces_the_end_of_reasoning(smol_info):
 
 
 def test_fence_counts_interventions_and_never_empties_the_mask(smol_info, pm, config):
-    config.guard.max_token_repeats = 4
+    config.section("guard").max_token_repeats = 4
     fence = build_request_fence(request("auto", tools=()), ChatmlJson(), smol_info, config, pm)
     assert fence is not None and fence.matcher is None  # guards only
     logits = torch.zeros(smol_info.vocab_size)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvgate.core.config import Config
+from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.engine import speculative
 from kvgate.core.engine.speculative import propose_ngram
 from kvgate.core.fence import tokenizer_info
@@ -49,7 +50,7 @@ def engines(smollm2_runtime):
 @pytest.mark.slow
 @pytest.mark.parametrize("label,request_,fenced", requests(), ids=[r[0] for r in requests()])
 def test_speculation_changes_nothing_under_greedy(smollm2_runtime, engines, pm, monkeypatch, label, request_, fenced):
-    runtime, config = smollm2_runtime, Config()
+    runtime, config = smollm2_runtime, bind_plugin_sections(Config(), pm)
     info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
     accepted: list[int] = []
     original = speculative.verify
@@ -76,8 +77,8 @@ def test_a_draft_that_completes_a_loop_is_cut_where_the_guard_bans_it(smol_info,
     from kvgate.core.engine.sequence import Sequence
     from kvgate.core.fence import build_request_fence
 
-    config = Config()
-    config.guard.max_token_repeats = 4
+    config = bind_plugin_sections(Config(), pm)
+    config.section("guard").max_token_repeats = 4
     plain = ChatRequest(model="m", messages=[Message("user", "x")])
     fence = build_request_fence(plain, ChatmlJson(), smol_info, config, pm)
     seq = Sequence(prompt=[1, 2], params=SamplingParams(temperature=0.0), max_tokens=20,

@@ -3,6 +3,10 @@
 Each loop turn admits new sequences, plans their cache source, attaches those whose state is
 ready, runs one prefill chunk, then one decode step over every running sequence. A new request
 joins the running batch as soon as its prompt is in state; it never waits for the others.
+
+The decode step is a strategy (:data:`kvgate.core.engine.steps.DecodeStep`) chosen from the
+``[engine]`` config: n-gram speculation when ``speculative_ngram`` > 0, else the plain batched
+step. The step functions reach the engine only through :class:`kvgate.core.engine.steps.StepHost`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any, Optional
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
+from kvgate.core.engine.speculative import speculative_decode_step
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
 from kvgate.core.errors import Overloaded
 from kvgate.core.runtime import ModelRuntime
@@ -23,7 +28,14 @@ from kvgate.core.runtime import ModelRuntime
 log = logging.getLogger("kvgate.engine")
 
 
+def decode_step_for(config: EngineConfig) -> steps.DecodeStep:
+    """The decode strategy ``config`` asks for: speculative when ``speculative_ngram`` > 0."""
+    return speculative_decode_step if config.speculative_ngram > 0 else steps.decode_step
+
+
 class Engine:
+    """Implements :class:`kvgate.core.engine.steps.StepHost` for the step functions."""
+
     def __init__(self, runtime: ModelRuntime, config: EngineConfig, cache: Any = None, metrics: Any = None):
         self.runtime = runtime
         self.config = config
@@ -37,7 +49,7 @@ class Engine:
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
         self._in_flight = 0  # submitted and not yet finished, wherever they are
-        self.speculative = None  # optional speculative decode step (see core/engine/speculative.py)
+        self.decode_step: steps.DecodeStep = decode_step_for(config)
 
     # --- called from any thread -----------------------------------------------------------------
     def start(self) -> None:
@@ -102,7 +114,7 @@ class Engine:
         if prefilling and len(self._running) < self.config.max_batch:
             steps.prefill_chunk(self, prefilling[0])
         if self._running:
-            (self.speculative or steps.decode_step)(self, list(self._running))
+            self.decode_step(self, list(self._running))
 
     def _plan(self, seq: Sequence) -> None:
         seq.plan = self.cache.plan(seq.namespace, seq.prompt, seq.cache_key)
@@ -126,6 +138,10 @@ class Engine:
     def _drop_cancelled(self) -> None:
         for seq in [s for s in self._waiting + self._running if s.cancelled and s.phase is not Phase.LOADING]:
             self._finish(seq, SequenceDone("cancelled"))
+
+    def batch_size(self) -> int:
+        """Sequences in the running (decoding) batch."""
+        return len(self._running)
 
     def start_decoding(self, seq: Sequence) -> None:
         self._waiting.remove(seq)
