@@ -84,10 +84,15 @@ def register_default_models(register):
 
 @hookspec
 def register_cache_tiers(register):
-    """Called when the cache manager is built, to collect prefix-cache tiers.
+    """Called when the cache manager is built, to collect prefix-cache tiers by role.
 
-    Call ``register(name, build_tier)``: ``build_tier(config, runtime)`` returns a cache tier
-    object (see :mod:`kvgate.core.cache`). Returns nothing.
+    Call ``register(name, spec)`` with a :class:`kvgate.core.cache.tiers.TierSpec`:
+    ``TierSpec(role="resident" | "backup", build=build_tier, enabled=..., order=...)``.
+    ``build_tier(config, runtime)`` returns an object implementing
+    :class:`kvgate.core.cache.tiers.ResidentTier` or :class:`kvgate.core.cache.tiers.BackupTier`
+    (it may raise :class:`kvgate.core.cache.tiers.TierUnavailable` to be skipped). At most one
+    resident tier may be enabled; backups are consulted in ``(order, name)`` order. ``name`` labels
+    the tier in metrics and diagnostics. Returns nothing.
     """
 
 

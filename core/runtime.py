@@ -3,8 +3,17 @@
 A runtime owns everything model-private: weights, the layout of per-token state, forward passes
 and the byte encoding of a session's state. The host only holds :class:`Session` handles and
 token ids. Per-token state lives in fixed-size blocks in a pool; a session is a block table (plus
-any auxiliary state). Blocks are reference-counted so that forked sessions share a prefix's
-blocks; the partial last block is copied on write.
+any auxiliary state that is not per token: compressed entries, rings of not-yet-compressed tokens,
+a draft head's hidden state). Blocks are reference-counted so that forked sessions share a
+prefix's blocks; the partial last block is copied on write.
+
+State travels as *chunks* (:meth:`ModelRuntime.export_chunk` / :meth:`ModelRuntime.import_chunk`):
+a chunk carries the per-token state of its token range plus whatever auxiliary state the runtime
+needs at the chunk's end, so a session rebuilt chunk by chunk from position 0 is exactly the
+session that was exported. ``fork`` and ``truncate`` are exact at *any* token for every runtime
+(the cache truncates a restored session to a length inside a chunk, and forks resident sessions
+at any prefix length): a runtime whose auxiliary state is not per token must be able to rebuild
+it at any position.
 """
 
 from __future__ import annotations
@@ -92,11 +101,16 @@ class ModelRuntime(abc.ABC):
 
     @abc.abstractmethod
     def fork(self, session: Session, length: Optional[int] = None) -> Session:
-        """A new session sharing the first ``length`` tokens' blocks of ``session`` (all by default)."""
+        """A new session sharing the first ``length`` tokens' blocks of ``session`` (all by default).
+
+        Exact at any ``length``: the fork holds exactly the state a prefill of those tokens gives,
+        auxiliary state included.
+        """
 
     @abc.abstractmethod
     def truncate(self, session: Session, length: int) -> None:
-        """Drop the state of every token past ``length``."""
+        """Drop the state of every token past ``length``; exact at any ``length`` (auxiliary state
+        included), like :meth:`fork`."""
 
     @abc.abstractmethod
     def release(self, session: Session) -> None:
@@ -122,20 +136,35 @@ class ModelRuntime(abc.ABC):
         """
 
     # --- state as bytes and its size ------------------------------------------------------------
+    @property
     @abc.abstractmethod
-    def export_state(self, session: Session, start: int = 0, end: Optional[int] = None) -> bytes:
-        """The per-token state of tokens [start, end) as bytes (layout private to the runtime)."""
+    def state_format(self) -> str:
+        """A version string of the chunk layout (e.g. ``"llama-kv/1 float32 30x3x64"``).
 
-    @abc.abstractmethod
-    def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
-        """Append the state of ``tokens`` (from :meth:`export_state`) to the session.
-
-        Raises ``ValueError`` when ``data`` does not fit ``tokens`` (wrong length or layout).
+        Stored with every backed-up chunk; stored state whose format differs is dropped, never
+        imported. Change it whenever :meth:`export_chunk`'s layout changes.
         """
 
     @abc.abstractmethod
-    def state_bytes_per_token(self) -> int:
-        """Bytes of per-token state one token occupies."""
+    def export_chunk(self, session: Session, start: int, end: int) -> bytes:
+        """The state of tokens [start, end) of ``session`` as bytes (layout private to the runtime):
+        the per-token state of the range plus the auxiliary state the runtime needs at ``end``.
+
+        Raises ``ValueError`` for a range outside ``[0, session.length]``.
+        """
+
+    @abc.abstractmethod
+    def import_chunk(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        """Append ``tokens`` with their state ``data`` (from :meth:`export_chunk` of the range that
+        starts at ``session.length``) after the session's current end.
+
+        Raises ``ValueError`` when ``data`` does not fit ``tokens`` or the session (wrong length,
+        layout or format); the session is then unchanged.
+        """
+
+    @abc.abstractmethod
+    def state_bytes(self, length: int) -> int:
+        """An estimate of the bytes of state a session of ``length`` tokens holds (exported size)."""
 
     @abc.abstractmethod
     def session_bytes(self, session: Session) -> int:

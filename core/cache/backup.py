@@ -1,15 +1,15 @@
-"""Backups of device state to the SSD tier (engine thread: the runtime is not thread-safe).
+"""Backups of resident state to the backup tiers (engine thread: the runtime is not thread-safe).
 
-Only the chunks the SSD tier does not already hold or have queued are exported, so a new turn of
-a conversation costs the export of its new chunks only.
+Only the chunks a tier does not already hold or have queued are exported (once, for every tier
+that lacks them), so a new turn of a conversation costs the export of its new chunks only.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from kvgate.core.cache.namespace import chunk_keys
-from kvgate.core.cache.ssd_store import PendingSnapshot
+from kvgate.core.cache.snapshot import PendingSnapshot
 from kvgate.core.runtime import ModelRuntime, OutOfBlocks, Session
 
 
@@ -19,28 +19,38 @@ def is_pool_exhausted(exc: BaseException) -> bool:
 
 
 class Backups:
-    def __init__(self, runtime: ModelRuntime, ssd: Any, chunk_tokens: int, min_tokens: int):
-        self.runtime, self.ssd, self.chunk_tokens, self.min_tokens = runtime, ssd, chunk_tokens, min_tokens
+    def __init__(self, runtime: ModelRuntime, tiers: Sequence[Any], chunk_tokens: int, min_tokens: int):
+        self.runtime, self.tiers, self.chunk_tokens, self.min_tokens = runtime, list(tiers), chunk_tokens, min_tokens
 
     def worth_keeping(self, session: Session) -> bool:
-        return self.ssd is not None and session.length >= self.min_tokens
+        return bool(self.tiers) and session.length >= self.min_tokens
 
-    def snapshot(self, namespace: str, session: Session, cache_key: Optional[str], round_: int) -> PendingSnapshot:
+    def snapshots(self, namespace: str, session: Session, cache_key: Optional[str],
+                  round_: int) -> list[PendingSnapshot]:
+        """One pinned snapshot per tier, each with the payloads of the chunks that tier lacks."""
         tokens, size = list(session.tokens), self.chunk_tokens
         keys = chunk_keys(namespace, tokens, size)
-        known = self.ssd.pin_known(keys)
+        known = [tier.pin_known(keys) for tier in self.tiers]
+        needed = {i for i in range(len(keys)) if any(i not in k for k in known)}
         try:
-            payloads = {i: self.runtime.export_state(session, i * size, min((i + 1) * size, len(tokens)))
-                        for i in range(len(keys)) if i not in known}
+            exported = {i: self.runtime.export_chunk(session, i * size, min((i + 1) * size, len(tokens)))
+                        for i in sorted(needed)}
         except BaseException:
-            self.ssd.unpin(keys)
+            for tier in self.tiers:
+                tier.unpin(keys)
             raise
-        return PendingSnapshot(namespace=namespace, tokens=tokens, cache_key=cache_key, round=round_,
-                               chunk_tokens=size, keys=keys, payloads=payloads,
-                               state_bytes=len(tokens) * self.runtime.state_bytes_per_token())
+        return [PendingSnapshot(namespace=namespace, tokens=tokens, cache_key=cache_key, round=round_,
+                                chunk_tokens=size, keys=keys,
+                                payloads={i: data for i, data in exported.items() if i not in tier_known},
+                                state_bytes=self.runtime.state_bytes(len(tokens)),
+                                state_format=self.runtime.state_format)
+                for tier_known in known]
 
     def back_up(self, namespace: str, session: Session, cache_key: Optional[str], round_: int, wait: bool) -> bool:
-        """Queue a backup; without ``wait`` it is skipped when the writer is behind."""
+        """Submit to every backup tier; without ``wait`` a tier that is behind skips it. True when
+        every tier took the snapshot."""
         if not self.worth_keeping(session):
             return False
-        return self.ssd.submit(self.snapshot(namespace, session, cache_key, round_), wait=wait)
+        pending = self.snapshots(namespace, session, cache_key, round_)
+        results = [tier.submit(snapshot, wait=wait) for tier, snapshot in zip(self.tiers, pending)]
+        return all(results)

@@ -5,44 +5,64 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kvgate.core.cache.device import DeviceTier
 from kvgate.core.cache.manager import CacheManager
-from kvgate.core.cache.ssd_store import StoreBusy
-from kvgate.core.cache.ssd_tier import SsdTier
+from kvgate.core.cache.tiers import Tiers, TierSpec, TierUnavailable
 from kvgate.core.config import Config
-from kvgate.core.plugins import collect
+from kvgate.core.errors import ConfigError
+from kvgate.core.plugins import Registry, collect
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate.cache")
 
 
-def build_device_tier(config: Config, runtime: ModelRuntime) -> DeviceTier:
-    settings = config.cache
-    return DeviceTier(runtime, settings.device_bytes, settings.decode_reserve_tokens, settings.prefix_rounds)
+def tier_specs(pm: Any) -> tuple[Registry, dict[str, TierSpec]]:
+    registry = collect(pm, "register_cache_tiers", "cache tier")
+    specs = {}
+    for name in registry.names():
+        spec = registry.get(name)
+        if not isinstance(spec, TierSpec):
+            raise TypeError(f"cache tier {name!r} (plugin {registry.owners[name]!r}) registered "
+                            f"{type(spec).__name__}, not a TierSpec")
+        specs[name] = spec
+    return registry, specs
 
 
-def build_ssd_tier(config: Config, runtime: ModelRuntime) -> SsdTier:
-    settings = config.cache
-    root = config.path_in_state(settings.ssd_path, "ssd")
-    return SsdTier(root, settings.chunk_tokens, settings.ssd_bytes, runtime.state_bytes_per_token(),
-                   settings.prefix_rounds)
+def enabled_specs(config: Config, specs: dict[str, TierSpec], registry: Registry) -> dict[str, TierSpec]:
+    """The specs the config enables: one resident at most, then the backups in ``(order, name)`` order."""
+    enabled = {name: spec for name, spec in specs.items() if spec.enabled(config)}
+    residents = [name for name, spec in enabled.items() if spec.role == "resident"]
+    if len(residents) > 1:
+        owners = ", ".join(f"{name!r} (plugin {registry.owners[name]!r})" for name in residents)
+        raise ConfigError(f"cache: {len(residents)} resident cache tiers are enabled: {owners}; "
+                          "disable all but one (plugins.disabled)")
+    backups = sorted((name for name, spec in enabled.items() if spec.role == "backup"),
+                     key=lambda name: (enabled[name].order, name))
+    return {name: enabled[name] for name in residents + backups}
 
 
-def build_tiers(config: Config, runtime: ModelRuntime, pm: Any) -> dict[str, Any]:
-    """Every registered tier the config enables, by name; an SSD store in use elsewhere is skipped."""
-    tiers: dict[str, Any] = {}
+def build_tier_set(config: Config, runtime: ModelRuntime, pm: Any) -> Tiers:
+    """Every tier the config enables, built; a tier that raises TierUnavailable is skipped."""
+    registry, specs = tier_specs(pm)
+    tiers = Tiers(registered=tuple(specs))
     if not config.cache.enabled:
         return tiers
-    registry = collect(pm, "register_cache_tiers", "cache tier")
-    for name in registry.names():
-        if name == "ssd" and not config.cache.ssd_enabled:
-            continue
+    for name, spec in enabled_specs(config, specs, registry).items():
         try:
-            tiers[name] = registry.get(name)(config, runtime)
-        except StoreBusy as exc:
+            tier = spec.build(config, runtime)
+        except TierUnavailable as exc:
             log.warning("cache tier %s disabled: %s", name, exc)
+            continue
+        if spec.role == "resident":
+            tiers.resident, tiers.resident_name = tier, name
+        else:
+            tiers.backups[name] = tier
     return tiers
 
 
+def build_tiers(config: Config, runtime: ModelRuntime, pm: Any) -> dict[str, Any]:
+    """Every built tier by registered name (see :func:`build_tier_set`)."""
+    return build_tier_set(config, runtime, pm).by_name()
+
+
 def build_cache_manager(config: Config, runtime: ModelRuntime, pm: Any, metrics_registry: Any = None) -> CacheManager:
-    return CacheManager(config, runtime, build_tiers(config, runtime, pm), metrics_registry)
+    return CacheManager(config, runtime, build_tier_set(config, runtime, pm), metrics_registry)

@@ -1,13 +1,15 @@
-"""Planning a request: exact cache id, then longest prefix, on device and then on SSD.
+"""Planning a request: exact cache id, then longest prefix, on the resident tier and then on each
+backup tier in order.
 
 A cache id is a hint: the candidate's tokens are compared with the prompt and only the verified
 common prefix counts. The cached length always stays below the prompt length, so at least one
-token is computed and yields logits.
+token is computed and yields logits. A backup tier is consulted while the best source so far
+leaves tokens to compute, and wins only when restoring is cheaper than what it replaces.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from kvgate.core.cache.plan import RESTORE_COST, CachePlan
 
@@ -25,30 +27,34 @@ def hit_kind(kind: str, stored: Any, verified: int) -> str:
     return kind if verified >= len(stored.tokens) else "partial"
 
 
-def fill_plan(plan: CachePlan, device: Any, ssd: Any, min_tokens: int):
-    """Choose the source of ``plan``; returns the tiers consulted and the candidates they had
-    (``(tier, stored entry, verified length)``, for almost-hit checks)."""
+def fill_plan(plan: CachePlan, resident: Optional[tuple[str, Any]], backups: Mapping[str, Any], min_tokens: int):
+    """Choose the source of ``plan``; returns the tier names consulted and the candidates they had
+    (``(tier name, stored entry, verified length)``, for almost-hit checks)."""
     tokens, limit = plan.tokens, len(plan.tokens) - 1
     seen: list[tuple[str, Any, int]] = []
     consulted: list[str] = []
-    device_length = ssd_length = 0
-    if device is not None:
-        consulted.append("device")
-        entry, length, kind, stored = best_candidate(device, plan.namespace, tokens, plan.cache_key)
+    n = len(tokens)
+    cost = float(n)  # tokens to compute (restored tokens count RESTORE_COST each)
+    if resident is not None:
+        name, tier = resident
+        consulted.append(name)
+        entry, length, kind, stored = best_candidate(tier, plan.namespace, tokens, plan.cache_key)
         if entry is not None:
-            seen.append(("device", stored, length))
-            device_length = min(length, limit) if length >= min_tokens else 0
-            if device_length:
-                plan.device_entry, plan.device_tokens = entry, device_length
-                plan.source, plan.cached_tokens, plan.hit_type = "device", device_length, hit_kind(kind, stored, length)
-    if ssd is not None and device_length < limit:
-        consulted.append("ssd")
-        record, length, kind, stored = best_candidate(ssd, plan.namespace, tokens, plan.cache_key)
-        if record is not None:
-            seen.append(("ssd", stored, length))
-            ssd_length = min(length, limit) if length >= min_tokens else 0
-            n = len(tokens)
-            if ssd_length and (n - ssd_length) + ssd_length * RESTORE_COST < n - device_length:
-                plan.snapshot, plan.needs_load = record, True
-                plan.source, plan.cached_tokens, plan.hit_type = "ssd", ssd_length, hit_kind(kind, stored, length)
+            seen.append((name, stored, length))
+            usable = min(length, limit) if length >= min_tokens else 0
+            if usable:
+                plan.use_resident(name, entry, usable, hit_kind(kind, stored, length))
+                cost = n - usable
+    for name, tier in backups.items():
+        if plan.cached_tokens >= limit:
+            break
+        consulted.append(name)
+        record, length, kind, stored = best_candidate(tier, plan.namespace, tokens, plan.cache_key)
+        if record is None:
+            continue
+        seen.append((name, stored, length))
+        usable = min(length, limit) if length >= min_tokens else 0
+        if usable and (n - usable) + usable * RESTORE_COST < cost:
+            plan.use_backup(name, tier, record, usable, hit_kind(kind, stored, length))
+            cost = (n - usable) + usable * RESTORE_COST
     return consulted, seen

@@ -1,7 +1,10 @@
 """The cache manager: what the engine calls to plan, restore, keep and reclaim prefix state.
 
-Threading: everything runs on the engine thread except :meth:`CacheManager.load` (a worker
-thread: disk reads and validation, no runtime calls) and :meth:`diagnostics` (any thread).
+It owns the lookup order, eviction order, accounting, restore pool, backups and almost-hits over
+one resident tier and an ordered list of backup tiers (:mod:`kvgate.core.cache.tiers`), which it
+knows by role only. Threading: everything runs on the engine thread except
+:meth:`CacheManager.load` (a worker thread: reads and validation, no runtime calls) and
+:meth:`diagnostics` (any thread).
 """
 
 from __future__ import annotations
@@ -10,17 +13,18 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from kvgate.core.cache.almost_hits import AlmostHits
 from kvgate.core.cache.backup import Backups
-from kvgate.core.cache.chunk_format import BadChunk
 from kvgate.core.cache.lookup import fill_plan
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.plan import CachePlan
 from kvgate.core.cache.residency import Residency
 from kvgate.core.cache.restore import Restores
 from kvgate.core.cache.restore_pool import RestorePool
+from kvgate.core.cache.snapshot import BadChunk
+from kvgate.core.cache.tiers import Tiers
 from kvgate.core.config import Config
 from kvgate.core.runtime import ModelRuntime, Session
 
@@ -28,31 +32,41 @@ log = logging.getLogger("kvgate.cache")
 
 
 class CacheManager(Restores, Residency):
-    def __init__(self, config: Config, runtime: ModelRuntime, tiers: Mapping[str, Any] | list,
-                 metrics_registry: Any = None):
+    """``tiers`` come from :func:`kvgate.core.cache.build.build_tier_set`. A tier is also reachable
+    as an attribute under its registered name (``manager.<name>``; None when registered but not
+    built), for tools and tests."""
+
+    def __init__(self, config: Config, runtime: ModelRuntime, tiers: Tiers, metrics_registry: Any = None):
         settings = config.cache
-        tiers = tiers if isinstance(tiers, Mapping) else {tier.name: tier for tier in tiers}
-        self.runtime, self.settings = runtime, settings
-        self.device = tiers.get("device") if settings.enabled else None
-        self.ssd = tiers.get("ssd") if settings.enabled and settings.ssd_enabled else None
-        self.unused_tiers = [t for t in tiers.values() if t is not self.device and t is not self.ssd]
-        self.metrics = CacheMetrics(metrics_registry)
-        if self.ssd is not None:
-            self.ssd.bind(self.metrics)
+        self.runtime, self.settings, self.tiers = runtime, settings, tiers
+        self.resident = tiers.resident if settings.enabled else None
+        self.resident_name = tiers.resident_name
+        self.backup_tiers = dict(tiers.backups) if settings.enabled else {}
+        self.metrics = CacheMetrics(metrics_registry, [*([self.resident_name] if self.resident else []),
+                                                       *self.backup_tiers])
+        for name, tier in self.backup_tiers.items():
+            tier.bind(self.metrics, name)
         self.min_tokens = max(1, runtime.block_size)
         self.pool = RestorePool(runtime, capacity=config.engine.max_batch + 1)
-        self.backups = Backups(runtime, self.ssd, settings.chunk_tokens, self.min_tokens)
+        self.backups = Backups(runtime, list(self.backup_tiers.values()), settings.chunk_tokens, self.min_tokens)
         self.almost = AlmostHits(runtime.tokenizer, settings.almost_hit_min_tokens, settings.almost_hit_min_ratio,
                                  self.metrics.almost_hits)
         self.recent: collections.deque[dict] = collections.deque(maxlen=64)
         self.recent_lock = threading.Lock()
 
+    def __getattr__(self, name: str) -> Any:
+        tiers = self.__dict__.get("tiers")
+        if tiers is not None and name in tiers.registered:
+            return tiers.by_name().get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # --- lookup -----------------------------------------------------------------------------------
     def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str]) -> CachePlan:
         plan = CachePlan(namespace=namespace, tokens=tokens, cache_key=cache_key)
-        if len(tokens) < 2 or (self.device is None and self.ssd is None):
+        if len(tokens) < 2 or (self.resident is None and not self.backup_tiers):
             return plan
-        consulted, seen = fill_plan(plan, self.device, self.ssd, self.min_tokens)
+        resident = (self.resident_name, self.resident) if self.resident is not None else None
+        consulted, seen = fill_plan(plan, resident, self.backup_tiers, self.min_tokens)
         for tier in consulted:
             self.metrics.lookups.labels(tier=tier).inc()
             self.metrics.queries.labels(tier=tier).inc(len(tokens))
@@ -67,34 +81,35 @@ class CacheManager(Restores, Residency):
             self.almost.record(plan.namespace, tier, plan.tokens, stored.tokens, fork)
 
     def load(self, plan: CachePlan) -> None:
-        """Worker thread: read and validate the SSD payload; a bad snapshot downgrades the plan."""
-        if not plan.needs_load or plan.source != "ssd":
+        """Worker thread: read and validate the backed-up payload; a bad snapshot downgrades the plan."""
+        if not plan.needs_load or not plan.from_backup:
             return
         started = time.perf_counter()
+        tier = plan.backup
         try:
-            plan.payload = self.ssd.read(plan.snapshot, plan.cached_tokens)
+            plan.payload = tier.read(plan.snapshot, plan.cached_tokens)
             plan.needs_load = False
         except BadChunk as exc:
-            self.ssd.drop_bad(plan.snapshot, str(exc), exc.key)
-            plan.go_device()
+            tier.drop_bad(plan.snapshot, str(exc), exc.key)
+            plan.go_resident()
         except Exception as exc:  # e.g. out of memory: compute instead, keep the snapshot
-            log.warning("SSD cache: reading %s failed (%s); computing instead", plan.snapshot.id, exc)
-            plan.go_device()
+            log.warning("%s cache: reading %s failed (%s); computing instead", plan.source, plan.snapshot.id, exc)
+            plan.go_resident()
         plan.restore_seconds += time.perf_counter() - started
 
     # --- sessions ---------------------------------------------------------------------------------
     def attach(self, plan: CachePlan) -> Session:
-        if plan.source == "ssd":
+        if plan.from_backup:
             if plan.needs_load:
                 self.load(plan)
-            if plan.source == "ssd":
+            if plan.from_backup:
                 session = self._restore(plan)
                 if session is not None:
                     return self._attached(plan, session)
-        if plan.source == "device":
-            entry = plan.device_entry
+        if plan.source != "cold" and self.resident is not None:
+            entry = plan.resident_entry
             if entry is not None and entry.resident:
-                self.device.touch(entry)
+                self.resident.touch(entry)
                 return self._attached(plan, self.runtime.fork(entry.session, plan.cached_tokens))
         plan.go_cold()
         return self._attached(plan, self.runtime.new_session())
@@ -116,10 +131,14 @@ class CacheManager(Restores, Residency):
             "enabled": self.settings.enabled,
             "almost_hits": self.almost.recent(),
             "recent_lookups": self._recent(),
-            "device": self.device.stats() if self.device is not None else None,
-            "ssd": self.ssd.stats() if self.ssd is not None else None,
+            **{name: (tier.stats() if tier is not None else None) for name, tier in self._named_tiers().items()},
             "restore_pool": self.pool.stats(),
         }
+
+    def _named_tiers(self) -> dict[str, Any]:
+        """Every registered tier by name (None when not built), resident first."""
+        built = {**({self.resident_name: self.resident} if self.resident is not None else {}), **self.backup_tiers}
+        return {**built, **{name: None for name in self.tiers.registered if name not in built}}
 
     def _recent(self) -> list[dict]:
         with self.recent_lock:

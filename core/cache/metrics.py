@@ -2,22 +2,21 @@
 
 Names follow vLLM's where one exists, with the ``kvgate:`` prefix in place of ``vllm:``:
 ``kvgate:prefix_cache_queries`` / ``kvgate:prefix_cache_hits`` count *tokens* (as in vLLM), here
-with a ``tier`` label; ``kvgate:prompt_tokens_by_source`` splits prompt tokens into
-``computed`` / ``device`` / ``ssd``. Counters are exposed with the ``_total`` suffix.
+with a ``tier`` label (the tier's registered name); ``kvgate:prompt_tokens_by_source`` splits
+prompt tokens into ``computed`` and one source per tier. Counters are exposed with the ``_total``
+suffix. A backup tier registers its own metrics on :attr:`CacheMetrics.registry` when bound.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-TIERS = ("device", "ssd")
-
 
 class CacheMetrics:
-    def __init__(self, registry: Optional[CollectorRegistry] = None):
-        r = registry if registry is not None else CollectorRegistry()
+    def __init__(self, registry: Optional[CollectorRegistry] = None, tiers: Iterable[str] = ()):
+        r = self.registry = registry if registry is not None else CollectorRegistry()
         self.queries = Counter("kvgate:prefix_cache_queries", "Prompt tokens looked up in the prefix cache, per tier.",
                                ["tier"], registry=r)
         self.hits = Counter("kvgate:prefix_cache_hits", "Prompt tokens served by the prefix cache, per tier.",
@@ -28,22 +27,18 @@ class CacheMetrics:
         self.prompt_tokens = Counter("kvgate:prompt_tokens_by_source", "Prompt tokens by where their state came from.",
                                      ["source"], registry=r)
         self.restore_seconds = Histogram(
-            "kvgate_cache_restore_seconds", "Time to read, validate and upload an SSD snapshot.", registry=r,
+            "kvgate_cache_restore_seconds", "Time to read, validate and upload a backed-up snapshot.", registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.ssd_bytes = Gauge("kvgate_cache_ssd_bytes", "Bytes of chunk files in the SSD cache.", registry=r)
-        self.ssd_snapshots = Gauge("kvgate_cache_ssd_snapshots", "Snapshots named by the SSD manifest.", registry=r)
+        # the resident tier's size (named "device" as before, for existing dashboards)
         self.device_bytes = Gauge("kvgate_cache_device_bytes", "Bytes of blocks held by resident cache entries.",
                                   registry=r)
         self.device_entries = Gauge("kvgate_cache_device_entries", "Resident cache entries.", registry=r)
-        self.backups = Counter("kvgate_cache_ssd_backups", "Snapshots committed to SSD.", registry=r)
-        self.backup_bytes = Counter("kvgate_cache_ssd_written_bytes", "Chunk bytes written to SSD.", registry=r)
-        self.backup_failures = Counter("kvgate_cache_ssd_backup_failures", "Snapshot commits that failed.", registry=r)
         self.evictions = Counter("kvgate_cache_evictions", "Entries evicted, per tier.", ["tier"], registry=r)
-        self.bad_snapshots = Counter("kvgate_cache_ssd_bad_snapshots", "SSD snapshots dropped as damaged.", registry=r)
         self.almost_hits = Counter("kvgate_cache_almost_hits", "Lookups that forked late inside a stored sequence.",
                                    registry=r)
-        for tier in TIERS:
+        tiers = list(tiers)
+        for tier in tiers:
             for metric in (self.queries, self.hits, self.lookups, self.lookup_hits, self.evictions):
                 metric.labels(tier=tier)
-        for source in ("computed", "device", "ssd"):
+        for source in ("computed", *tiers):
             self.prompt_tokens.labels(source=source)

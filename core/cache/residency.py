@@ -16,17 +16,16 @@ class Residency:
             kept = self.runtime.fork(session)
             self.pool.give(session)
             session = kept
-        if self.device is None or session.length == 0:
-            if self.ssd is not None:
-                self.backups.back_up(namespace, session, cache_key, 1, wait=False)
+        if self.resident is None or session.length == 0:
+            self.backups.back_up(namespace, session, cache_key, 1, wait=False)
             self.runtime.release(session)
             return
-        entry, is_new = self.device.admit(namespace, session, cache_key)
+        entry, is_new = self.resident.admit(namespace, session, cache_key)
         if is_new:
             entry.backed_up = self.backups.back_up(namespace, entry.session, entry.cache_key, entry.round, wait=False)
-        for old in self.device.superseded(entry):
+        for old in self.resident.superseded(entry):
             self._evict(old, back_up=False)
-        while self.device.over_budget() and self._evict_one():
+        while self.resident.over_budget() and self._evict_one():
             pass
         self._update_gauges()
 
@@ -37,14 +36,14 @@ class Residency:
     def reclaim(self, blocks_needed: int) -> int:
         """Evict (backing up first) until ``blocks_needed`` blocks are free; returns blocks freed."""
         before = self.runtime.pool_stats()["blocks_free"]
-        while self.device is not None and self.runtime.pool_stats()["blocks_free"] < blocks_needed:
+        while self.resident is not None and self.runtime.pool_stats()["blocks_free"] < blocks_needed:
             if not self._evict_one():
                 break
         self._update_gauges()
         return self.runtime.pool_stats()["blocks_free"] - before
 
     def _evict_one(self) -> bool:
-        victim = self.device.next_victim()
+        victim = self.resident.next_victim()
         if victim is None:
             return False
         self._evict(victim, back_up=True)
@@ -54,22 +53,22 @@ class Residency:
         if back_up and not entry.backed_up:
             entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key, entry.round,
                                                    wait=True)
-        self.device.remove(entry)
-        self.metrics.evictions.labels(tier="device").inc()
+        self.resident.remove(entry)
+        self.metrics.evictions.labels(tier=self.resident_name).inc()
 
     def _update_gauges(self) -> None:
-        if self.device is not None:
-            self.metrics.device_bytes.set(self.device.resident_bytes())
-            self.metrics.device_entries.set(sum(t.size for t in self.device.tries.values()))
+        if self.resident is not None:
+            self.metrics.device_bytes.set(self.resident.resident_bytes())
+            self.metrics.device_entries.set(len(self.resident.entries()))
 
     def close(self) -> None:
-        """Back up what is resident and not yet on SSD, flush the writer, close the store."""
-        if self.device is not None:
-            for entry in self.device.entries():
+        """Back up what is resident and not yet backed up, then close every tier (flushing writers)."""
+        if self.resident is not None:
+            for entry in self.resident.entries():
                 if not entry.backed_up:
                     entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key,
                                                            entry.round, wait=True)
-                self.device.remove(entry)
-        for tier in ([self.ssd] if self.ssd is not None else []) + self.unused_tiers:
-            if hasattr(tier, "close"):
+                self.resident.remove(entry)
+        for tier in [self.resident, *self.backup_tiers.values()]:
+            if tier is not None and hasattr(tier, "close"):
                 tier.close()

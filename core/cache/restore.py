@@ -1,4 +1,4 @@
-"""Restoring an SSD snapshot into a pooled device session (engine thread)."""
+"""Restoring a backed-up snapshot into a pooled session (engine thread)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ log = logging.getLogger("kvgate.cache")
 
 
 class Restores:
-    """Mixin of :class:`kvgate.core.cache.manager.CacheManager`: the upload half of an SSD hit."""
+    """Mixin of :class:`kvgate.core.cache.manager.CacheManager`: the upload half of a backup hit."""
 
     def _restore(self, plan: CachePlan) -> Optional[Session]:
         started = time.perf_counter()
@@ -25,11 +25,11 @@ class Restores:
             self._import(session, plan.payload)
             self.runtime.truncate(session, plan.cached_tokens)
         except Exception as exc:  # PoolExhausted after reclaiming, or a payload the runtime refuses
-            log.warning("SSD cache: restore of %s failed (%s); computing instead", plan.snapshot.id, exc)
+            log.warning("%s cache: restore of %s failed (%s); computing instead", plan.source, plan.snapshot.id, exc)
             self.pool.give(session)
-            plan.go_device()
+            plan.go_resident()
             return None
-        self.ssd.touch(plan.snapshot)
+        plan.backup.touch(plan.snapshot)
         plan.payload = None
         plan.restore_seconds += time.perf_counter() - started
         self.metrics.restore_seconds.observe(plan.restore_seconds)
@@ -40,7 +40,7 @@ class Restores:
             try:
                 with torch.inference_mode():  # the pool's tensors are inference tensors
                     for tokens, data in payload:
-                        self.runtime.import_state(session, tokens, data)
+                        self.runtime.import_chunk(session, tokens, data)
                 return
             except Exception as exc:
                 if attempt == 2 or not is_pool_exhausted(exc):

@@ -1,4 +1,4 @@
-"""Pooled device sessions that SSD restores are imported into.
+"""Pooled sessions that restores from a backup tier are imported into.
 
 A restore takes a session from the pool and overwrites it (``truncate(0)`` then import); it never
 creates a session per restore. Every path -- success (the cache forks the state and gives the

@@ -1,7 +1,11 @@
 """LlamaRuntime: the :class:`kvgate.core.runtime.ModelRuntime` of Llama-family models.
 
 Exported state layout (private to this runtime, guarded by its fingerprint): the raw bytes of a
-tensor ``[layers, 2 (k/v), tokens, kv_heads, head_dim]`` in the runtime dtype, C order.
+tensor ``[layers, 2 (k/v), tokens, kv_heads, head_dim]`` in the runtime dtype, C order. A chunk
+(:meth:`LlamaRuntime.export_chunk`, format :attr:`LlamaRuntime.state_format`) is
+``u64 kv_len, u64 aux_len`` (little-endian), then those KV bytes, then ``aux_len`` bytes of
+auxiliary state at the chunk's end -- none for Llama (``aux_len`` is 0), room for runtimes that
+have some.
 """
 
 from __future__ import annotations
@@ -120,10 +124,37 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         return slots, mask
 
     # --- state as bytes -------------------------------------------------------------------------
+    CHUNK_HEADER_BYTES = 16  # u64 kv_len, u64 aux_len
+
+    @property
+    def state_format(self) -> str:
+        dtype = str(self.dtype).removeprefix("torch.")
+        return f"llama-kv/1 {dtype} {self.arch.layers}x{self.arch.kv_heads}x{self.arch.head_dim}"
+
+    def state_bytes(self, length: int) -> int:
+        return length * self.state_bytes_per_token()
+
+    def export_chunk(self, session: Session, start: int, end: int) -> bytes:
+        kv = self.export_state(session, start, end)
+        return len(kv).to_bytes(8, "little") + (0).to_bytes(8, "little") + kv
+
+    def import_chunk(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        head = self.CHUNK_HEADER_BYTES
+        if len(data) < head:
+            raise ValueError(f"a chunk needs a {head}-byte header, got {len(data)} bytes")
+        kv_len, aux_len = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little")
+        if aux_len:
+            raise ValueError(f"a Llama chunk holds no auxiliary state, this one has {aux_len} bytes")
+        if head + kv_len != len(data):
+            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len}")
+        self.import_state(session, tokens, memoryview(data)[head:])
+
     def state_bytes_per_token(self) -> int:
+        """Bytes of KV one token occupies (this runtime's per-token layout, under its chunks)."""
         return self.pool.bytes_per_token
 
     def export_state(self, session: Session, start: int = 0, end: Optional[int] = None) -> bytes:
+        """The KV of tokens [start, end) (the body of :meth:`export_chunk`)."""
         end = session.length if end is None else end
         if not 0 <= start <= end <= session.length:
             raise ValueError(f"bad token range [{start}, {end}) for a session of {session.length} tokens")
@@ -132,6 +163,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
 
     @torch.inference_mode()
     def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        """Append ``tokens`` with their KV ``data`` (from :meth:`export_state`)."""
         count = len(tokens)
         expected = count * self.state_bytes_per_token()
         if len(data) != expected:

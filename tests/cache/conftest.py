@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from kvgate.core.cache.build import build_device_tier, build_ssd_tier
 from kvgate.core.cache.manager import CacheManager
+from kvgate.core.cache.tiers import Tiers
 from kvgate.core.config import config_from_dict
 
 
@@ -39,7 +39,10 @@ def cache_config(tmp_path, **cache):
 
 
 def make_manager(config, runtime, registry=None, ssd=True) -> CacheManager:
-    tiers = {"device": build_device_tier(config, runtime)}
-    if ssd:
-        tiers["ssd"] = build_ssd_tier(config, runtime)
+    """A manager over the built-in tiers: the device tier, and the SSD tier unless ``ssd`` is False."""
+    from kvgate.plugins import cache_device, cache_ssd
+
+    backups = {"ssd": cache_ssd.build_tier(config, runtime)} if ssd else {}
+    tiers = Tiers(resident=cache_device.build_tier(config, runtime), resident_name="device", backups=backups,
+                  registered=("device", "ssd"))
     return CacheManager(config, runtime, tiers, registry)

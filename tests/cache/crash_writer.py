@@ -12,7 +12,8 @@ import random
 import sys
 
 from kvgate.core.cache.namespace import chunk_keys
-from kvgate.core.cache.ssd_store import PendingSnapshot, SsdStore
+from kvgate.core.cache.snapshot import PendingSnapshot
+from kvgate.plugins.cache_ssd.store import SsdStore
 
 CHUNK = 16
 LENGTHS = (16, 24, 32, 40, 48, 56, 64)
@@ -23,27 +24,28 @@ def read_state(path: str):
         header = json.loads(handle.readline())
         blob = handle.read()
     ranges = {(s, e): blob[o:o + n] for s, e, o, n in header["ranges"]}
-    return header["tokens"], header["bytes_per_token"], header["capacity"], ranges
+    return header["tokens"], header["state_format"], header["capacity"], ranges
 
 
-def snapshot(namespace: str, tokens: list[int], ranges) -> PendingSnapshot:
+def snapshot(namespace: str, tokens: list[int], ranges, state_format: str) -> PendingSnapshot:
     keys = chunk_keys(namespace, tokens, CHUNK)
     payloads = {i: ranges[(i * CHUNK, min((i + 1) * CHUNK, len(tokens)))] for i in range(len(keys))}
     return PendingSnapshot(namespace=namespace, tokens=tokens, cache_key=f"{namespace}/{len(tokens)}", round=1,
-                           chunk_tokens=CHUNK, keys=keys, payloads=payloads, state_bytes=0)
+                           chunk_tokens=CHUNK, keys=keys, payloads=payloads, state_bytes=0,
+                           state_format=state_format)
 
 
 def main() -> None:
     store_dir, state_file, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    tokens, bytes_per_token, capacity, ranges = read_state(state_file)
-    store = SsdStore(store_dir, CHUNK, capacity, bytes_per_token)
+    tokens, state_format, capacity, ranges = read_state(state_file)
+    store = SsdStore(store_dir, CHUNK, capacity, state_format)
     store.load_index()
     store.remove_orphans()
     rng = random.Random(seed)
     print("ready", flush=True)
     while True:
         namespace = f"ns-{rng.randrange(6)}"
-        record = store.commit(snapshot(namespace, tokens[: rng.choice(LENGTHS)], ranges))
+        record = store.commit(snapshot(namespace, tokens[: rng.choice(LENGTHS)], ranges, state_format))
         for victim in store.over_capacity():
             store.drop(victim.id)
         print("committed", record.id, record.generation, flush=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from kvgate.core.cache.namespace import chunk_keys
-from kvgate.core.cache.ssd_store import PendingSnapshot
+from kvgate.core.cache.snapshot import PendingSnapshot
 
 BPT = 24  # bytes per token of the synthetic payloads
+FORMAT = "synthetic/1 24 bytes per token"  # the state format of the synthetic payloads
 
 
 def token_state(namespace: str, position: int, token: int) -> bytes:
@@ -29,4 +30,4 @@ def pending(namespace: str, tokens: list[int], chunk_tokens: int, cache_key=None
             payloads[i] = chunk_payload(namespace, tokens, start, min(start + chunk_tokens, len(tokens)))
     return PendingSnapshot(namespace=namespace, tokens=list(tokens), cache_key=cache_key, round=round_,
                            chunk_tokens=chunk_tokens, keys=keys, payloads=payloads,
-                           state_bytes=len(tokens) * BPT)
+                           state_bytes=len(tokens) * BPT, state_format=FORMAT)

@@ -10,15 +10,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kvgate.core.cache.ssd_store import SsdStore
-from kvgate.plugins import cache_cli
-from tests.cache.ssd_helpers import BPT, pending
+from kvgate.plugins.cache_ssd import cli as cache_cli
+from kvgate.plugins.cache_ssd.store import SsdStore
+from tests.cache.ssd_helpers import FORMAT, pending
 
 
 @pytest.fixture()
 def store_dir(tmp_path):
     path = tmp_path / "ssd"
-    store = SsdStore(path, chunk_tokens=8, capacity_bytes=10**9, bytes_per_token=BPT)
+    store = SsdStore(path, chunk_tokens=8, capacity_bytes=10**9, state_format=FORMAT)
     store.commit(pending("ns-a", list(range(20)), 8, cache_key="conv-1"))
     store.commit(pending("ns-a", list(range(20)) + [5, 6, 7], 8, cache_key="conv-1", round_=2))
     store.close()
@@ -58,7 +58,7 @@ def test_diagnose_finds_a_damaged_chunk(store_dir):
 
 
 def test_clear_refuses_while_a_server_holds_the_store_then_clears(store_dir):
-    server = SsdStore(store_dir, chunk_tokens=8, capacity_bytes=10**9, bytes_per_token=BPT)
+    server = SsdStore(store_dir, chunk_tokens=8, capacity_bytes=10**9, state_format=FORMAT)
     busy = run("--path", str(store_dir), "clear", "--yes")
     assert busy.exit_code == 1 and "stop the server first" in busy.output
     server.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvgate.core.cache.ssd_store import SsdStore
+from kvgate.plugins.cache_ssd.store import SsdStore
 from tests.cache.crash_writer import CHUNK, LENGTHS
 from tests.cache.real_helpers import assert_same_logits, full_prefill_logits, long_text, text_tokens
 
@@ -34,12 +34,12 @@ def write_state_file(runtime, path: Path):
     spans = {(s, min(s + CHUNK, n)) for n in LENGTHS for s in range(0, n, CHUNK)}
     ranges, blob = [], b""
     for start, end in sorted(spans):
-        data = runtime.export_state(session, start, end)
+        data = runtime.export_chunk(session, start, end)
         ranges.append([start, end, len(blob), len(data)])
         blob += data
     runtime.release(session)
-    capacity = 10 * CHUNK * runtime.state_bytes_per_token()
-    header = {"tokens": tokens, "bytes_per_token": runtime.state_bytes_per_token(), "capacity": capacity,
+    capacity = runtime.state_bytes(10 * CHUNK)
+    header = {"tokens": tokens, "state_format": runtime.state_format, "capacity": capacity,
               "ranges": ranges}
     path.write_bytes(json.dumps(header).encode() + b"\n" + blob)
     return tokens, {(s, e): blob[o:o + n] for s, e, o, n in ranges}
@@ -57,8 +57,8 @@ def kill_writer_once(store_dir: Path, state_file: Path, seed: int, rng: random.R
     return out.count("committed")
 
 
-def check_store(store_dir: Path, tokens, ranges, bytes_per_token) -> tuple[int, int]:
-    store = SsdStore(store_dir, CHUNK, 10**12, bytes_per_token)
+def check_store(store_dir: Path, tokens, ranges, state_format) -> tuple[int, int]:
+    store = SsdStore(store_dir, CHUNK, 10**12, state_format)
     try:
         records = store.load_index()
         assert store.dropped_at_load == []  # a committed snapshot is never half there
@@ -82,17 +82,17 @@ def test_sigkill_while_writing_never_leaves_wrong_or_partial_state(tmp_path, cac
     generation, commits, seen = 0, 0, 0
     for round_ in range(22):
         commits += kill_writer_once(store_dir, state_file, round_, rng)
-        count, new_generation = check_store(store_dir, tokens, ranges, rt.state_bytes_per_token())
+        count, new_generation = check_store(store_dir, tokens, ranges, rt.state_format)
         assert new_generation >= generation
         generation, seen = new_generation, max(seen, count)
     assert commits > 20 and seen > 0
 
-    store = SsdStore(store_dir, CHUNK, 10**12, rt.state_bytes_per_token())
+    store = SsdStore(store_dir, CHUNK, 10**12, rt.state_format)
     record = max(store.load_index(), key=lambda r: len(r.tokens))
     session = rt.new_session()
     with torch.inference_mode():
         for chunk_tokens, payload in store.read(record, len(record.chunks)):
-            rt.import_state(session, chunk_tokens, payload)
+            rt.import_chunk(session, chunk_tokens, payload)
     store.close()
     n = len(record.tokens)
     extra = tokens[:3]

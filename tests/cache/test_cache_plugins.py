@@ -10,10 +10,10 @@ import click
 import pytest
 
 from kvgate.core.cache.build import build_cache_manager, build_tiers
-from kvgate.core.cache.device import DeviceTier
-from kvgate.core.cache.ssd_store import SsdStore
-from kvgate.core.cache.ssd_tier import WRITER_NICENESS, SsdTier
 from kvgate.core.plugins import build_plugin_manager, collect
+from kvgate.plugins.cache_device.tier import DeviceTier
+from kvgate.plugins.cache_ssd.store import SsdStore
+from kvgate.plugins.cache_ssd.tier import WRITER_NICENESS, SsdTier
 from tests.cache.conftest import cache_config
 
 

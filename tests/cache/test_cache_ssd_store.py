@@ -6,16 +6,16 @@ import random
 
 import pytest
 
-from kvgate.core.cache.chunk_format import BadChunk
-from kvgate.core.cache.ssd_store import SsdStore, StoreBusy
+from kvgate.core.cache.snapshot import BadChunk
+from kvgate.plugins.cache_ssd.store import SsdStore, StoreBusy
 
-from tests.cache.ssd_helpers import BPT, chunk_payload, pending
+from tests.cache.ssd_helpers import FORMAT, chunk_payload, pending
 
 C = 8
 
 
 def open_store(path, capacity=10**9):
-    store = SsdStore(path, chunk_tokens=C, capacity_bytes=capacity, bytes_per_token=BPT)
+    store = SsdStore(path, chunk_tokens=C, capacity_bytes=capacity, state_format=FORMAT)
     store.load_index()
     return store
 
@@ -97,8 +97,8 @@ def test_orphans_and_temporaries_are_removed_at_start(tmp_path):
 def test_second_writer_is_refused(tmp_path):
     store = open_store(tmp_path)
     with pytest.raises(StoreBusy):
-        SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, bytes_per_token=BPT)
-    reader = SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, bytes_per_token=BPT, writer=False)
+        SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, state_format=FORMAT)
+    reader = SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, state_format=FORMAT, writer=False)
     reader.close()
     store.close()
 

@@ -11,6 +11,10 @@ their directories fsynced *before* the manifest transaction that names the snaps
 new generation. A crash therefore leaves at worst unreferenced chunk files, which
 :meth:`SsdStore.remove_orphans` deletes at the next start. The store is single-writer;
 :meth:`SsdStore.read` may run on other threads.
+
+A store opened with the runtime's ``state_format`` drops, at start, every snapshot of another
+record or chunk version or of another state format (logged as stale); without one (the CLI) it
+reads any format.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kvgate.core.cache.chunk_files import ChunkFiles, fsync_directory
-from kvgate.core.cache.chunk_format import encode_chunk
-from kvgate.core.cache.manifest import StoreBusy, lock_store, open_manifest
 from kvgate.core.cache.namespace import chain_root
-from kvgate.core.cache.ssd_records import BadRecord, PendingSnapshot, SnapshotRecord
+from kvgate.core.cache.snapshot import PendingSnapshot
+from kvgate.plugins.cache_ssd.chunk_files import ChunkFiles, fsync_directory
+from kvgate.plugins.cache_ssd.chunk_format import encode_chunk
+from kvgate.plugins.cache_ssd.manifest import StoreBusy, lock_store, open_manifest
+from kvgate.plugins.cache_ssd.records import BadRecord, SnapshotRecord
 
 log = logging.getLogger("kvgate.cache")
 __all__ = ["PendingSnapshot", "SsdStore", "StoreBusy"]
@@ -33,11 +38,11 @@ __all__ = ["PendingSnapshot", "SsdStore", "StoreBusy"]
 
 class SsdStore:
     def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int,
-                 bytes_per_token: Optional[int] = None, writer: bool = True):
+                 state_format: Optional[str] = None, writer: bool = True):
         self.root = Path(root)
-        self.files = ChunkFiles(self.root / "chunks", bytes_per_token)
+        self.files = ChunkFiles(self.root / "chunks", state_format)
         self.chunks_dir = self.files.root
-        self.chunk_tokens, self.capacity_bytes, self.bytes_per_token = chunk_tokens, capacity_bytes, bytes_per_token
+        self.chunk_tokens, self.capacity_bytes, self.state_format = chunk_tokens, capacity_bytes, state_format
         self._lock_handle = lock_store(self.root) if writer else None
         self.manifest = open_manifest(self.root / "manifest", writer)
         self.records: dict[str, SnapshotRecord] = {}
@@ -51,9 +56,11 @@ class SsdStore:
 
     # --- index ------------------------------------------------------------------------------------
     def load_index(self, drop_bad: bool = True) -> list[SnapshotRecord]:
-        """Read every manifest record; drop (or only report) those whose chunks are missing or wrong."""
+        """Read every manifest record; drop (or only report) those that are stale (another version
+        or state format) or whose chunks are missing or wrong."""
+        checked: dict[tuple[bytes, int], str] = {}
         for key, record in self.manifest.records():
-            reason = str(record) if isinstance(record, BadRecord) else self._chunk_problem(record)
+            reason = str(record) if isinstance(record, BadRecord) else self._record_problem(record, checked)
             if not reason:
                 self._register(record)
                 continue
@@ -63,10 +70,14 @@ class SsdStore:
                 self.manifest.delete_key(key)
         return list(self.records.values())
 
-    def _chunk_problem(self, record: SnapshotRecord) -> str:
+    def _record_problem(self, record: SnapshotRecord, checked: dict[tuple[bytes, int], str]) -> str:
+        if self.state_format is not None and record.state_format != self.state_format:
+            return f"stale state format {record.state_format!r}, the runtime's is {self.state_format!r}"
         for index, key in enumerate(record.chunks):
             start, end = record.chunk_span(index)
-            problem = self.files.size_problem(key, end - start)
+            if (key, end - start) not in checked:
+                checked[(key, end - start)] = self.files.header_problem(key, end - start)
+            problem = checked[(key, end - start)]
             if problem:
                 return f"chunk {index} is {problem}"
         return ""
@@ -104,19 +115,20 @@ class SsdStore:
         directories = set()
         for index, key in enumerate(pending.keys):
             tokens = pending.chunk_tokens_at(index)
-            if not self.files.size_problem(key, len(tokens)):
+            if not self.files.header_problem(key, len(tokens)):
                 continue
             payload = pending.payloads.get(index)
             if payload is None:
                 raise FileNotFoundError(f"chunk {index} of snapshot {pending.id} is neither stored nor given")
-            directories.add(self.files.write(key, encode_chunk(chain_root(pending.namespace), key, tokens, payload)))
+            chunk = encode_chunk(chain_root(pending.namespace), key, tokens, payload, pending.state_format)
+            directories.add(self.files.write(key, chunk))
         for directory in sorted(directories) + ([self.chunks_dir] if directories else []):
             fsync_directory(directory)
         now = time.time()
         record = SnapshotRecord(
             id=pending.id, namespace=pending.namespace, cache_key=pending.cache_key, tokens=list(pending.tokens),
             round=pending.round, bytes=pending.state_bytes, generation=0, chunk_tokens=pending.chunk_tokens,
-            chunks=list(pending.keys), created=now, last_used=now)
+            chunks=list(pending.keys), created=now, last_used=now, state_format=pending.state_format)
         self.manifest.commit(record)
         if record.id in self.records:
             self._unregister(self.records[record.id])

@@ -1,4 +1,5 @@
-"""The SSD tier: an :class:`SsdStore`, its index, and a writer thread that commits backups.
+"""The SSD tier, a backup tier (:class:`kvgate.core.cache.tiers.BackupTier`): an
+:class:`SsdStore`, its index, and a writer thread that commits backups.
 
 The engine thread exports state (the runtime is not thread-safe) and submits a
 :class:`PendingSnapshot`; the writer thread writes chunks, commits the manifest, applies the
@@ -19,22 +20,23 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from kvgate.core.cache.metrics import CacheMetrics
-from kvgate.core.cache.ssd_index import SsdIndex
-from kvgate.core.cache.ssd_records import SnapshotRecord
-from kvgate.core.cache.ssd_store import PendingSnapshot, SsdStore
+from kvgate.core.cache.snapshot import PendingSnapshot
+from kvgate.plugins.cache_ssd.index import SsdIndex
+from kvgate.plugins.cache_ssd.metrics import SsdMetrics
+from kvgate.plugins.cache_ssd.records import SnapshotRecord
+from kvgate.plugins.cache_ssd.store import SsdStore
 
 log = logging.getLogger("kvgate.cache")
 MAX_PENDING_BYTES = 512 * 1024 * 1024
 
 
 class SsdTier:
-    name = "ssd"
-
-    def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, bytes_per_token: Optional[int],
+    def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str],
                  prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES):
         self.chunk_tokens, self.prefix_rounds, self.max_pending_bytes = chunk_tokens, prefix_rounds, max_pending_bytes
-        self.store = SsdStore(root, chunk_tokens, capacity_bytes, bytes_per_token)
-        self.metrics = CacheMetrics()
+        self.store = SsdStore(root, chunk_tokens, capacity_bytes, state_format)
+        self.name = "ssd"
+        self.metrics = SsdMetrics()
         self.lock = threading.Condition(threading.RLock())
         self.index = SsdIndex()
         self.pins: collections.Counter[bytes] = collections.Counter()
@@ -46,8 +48,8 @@ class SsdTier:
         self.writer = threading.Thread(target=self._run, name="kvgate-ssd-writer", daemon=True)
         self.writer.start()
 
-    def bind(self, metrics: CacheMetrics) -> None:
-        self.metrics = metrics
+    def bind(self, metrics: CacheMetrics, name: str) -> None:
+        self.name, self.metrics = name, SsdMetrics(metrics, name)
         self._update_gauges()
 
     # --- engine thread ------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ class SsdTier:
                     self._drop_locked(old)
                 for victim in self.store.over_capacity():
                     self._drop_locked(victim)
-                    self.metrics.evictions.labels(tier="ssd").inc()
+                    self.metrics.evictions.inc()
         finally:
             with self.lock:
                 self.pins.subtract(pending.keys)

@@ -18,7 +18,8 @@ from typing import Iterator
 import diskcache
 from diskcache.core import MODE_PICKLE
 
-from kvgate.core.cache.ssd_records import PREFIX, BadRecord, SnapshotRecord, record_from_json
+from kvgate.core.cache.tiers import TierUnavailable
+from kvgate.plugins.cache_ssd.records import PREFIX, BadRecord, SnapshotRecord, record_from_json
 
 GENERATION_KEY = "generation"
 log = logging.getLogger("kvgate.cache")
@@ -92,7 +93,7 @@ class Manifest:
         self.cache.close()
 
 
-class StoreBusy(RuntimeError):
+class StoreBusy(TierUnavailable):
     """Another process holds the store's write lock."""
 
 

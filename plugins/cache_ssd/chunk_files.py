@@ -2,7 +2,7 @@
 
 A chunk is written to a temporary name, fsynced and renamed; the caller fsyncs the directories
 (:func:`fsync_directory`) before anything names the chunk. Reads validate everything
-(:func:`kvgate.core.cache.chunk_format.read_chunk`) and may run on any thread.
+(:func:`kvgate.plugins.cache_ssd.chunk_format.read_chunk`) and may run on any thread.
 """
 
 from __future__ import annotations
@@ -11,33 +11,34 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kvgate.core.cache.chunk_format import BadChunk, chunk_file_size, read_chunk
 from kvgate.core.cache.namespace import chain_root
-from kvgate.core.cache.ssd_records import SnapshotRecord
+from kvgate.core.cache.snapshot import BadChunk
+from kvgate.plugins.cache_ssd.chunk_format import format_digest, read_chunk, read_header
+from kvgate.plugins.cache_ssd.records import SnapshotRecord
 
 
 class ChunkFiles:
-    def __init__(self, root: Path, bytes_per_token: Optional[int]):
-        self.root, self.bytes_per_token = Path(root), bytes_per_token
+    def __init__(self, root: Path, state_format: Optional[str]):
+        self.root, self.state_format = Path(root), state_format
+        self.digest = format_digest(state_format) if state_format is not None else None
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, key: bytes) -> Path:
         text = key.hex()
         return self.root / text[:2] / f"{text}.kvc"
 
-    def expected_size(self, token_count: int) -> Optional[int]:
-        if self.bytes_per_token is None:
-            return None
-        return chunk_file_size(token_count, token_count * self.bytes_per_token)
-
-    def size_problem(self, key: bytes, token_count: int) -> str:
-        """Why the chunk file is unusable (missing, wrong size), or ``""``."""
+    def header_problem(self, key: bytes, token_count: int) -> str:
+        """Why the chunk file is unusable (missing, stale, wrong size or count), or ``""``;
+        reads the header only."""
         try:
-            size = self.path(key).stat().st_size
+            with open(self.path(key), "rb") as handle:
+                read_header(handle, os.fstat(handle.fileno()).st_size, expected_count=token_count,
+                            digest=self.digest, max_tokens=token_count)
         except OSError:
             return "missing"
-        expected = self.expected_size(token_count)
-        return f"{size} bytes, expected {expected}" if expected is not None and size != expected else ""
+        except BadChunk as exc:
+            return str(exc)
+        return ""
 
     def write(self, key: bytes, data: bytes) -> Path:
         path = self.path(key)
@@ -64,7 +65,7 @@ class ChunkFiles:
                     out.append(read_chunk(
                         handle, os.fstat(handle.fileno()).st_size, namespace_digest=namespace_digest, key=key,
                         previous_key=previous, expected_tokens=record.tokens[start:end],
-                        bytes_per_token=self.bytes_per_token, max_tokens=record.chunk_tokens))
+                        digest=self.digest, max_tokens=record.chunk_tokens))
             except OSError as exc:
                 error = BadChunk(f"chunk {index} unreadable: {exc}")
                 error.key = key

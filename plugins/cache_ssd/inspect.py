@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvgate.core.cache.chunk_format import BadChunk
-from kvgate.core.cache.ssd_records import SnapshotRecord
-from kvgate.core.cache.chunk_files import chunk_key_of
-from kvgate.core.cache.ssd_store import SsdStore
+from kvgate.core.cache.snapshot import BadChunk
+from kvgate.plugins.cache_ssd.chunk_files import chunk_key_of
+from kvgate.plugins.cache_ssd.records import SnapshotRecord
+from kvgate.plugins.cache_ssd.store import SsdStore
 
 
 def summary(record: SnapshotRecord) -> dict[str, Any]:

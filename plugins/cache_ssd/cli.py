@@ -1,4 +1,4 @@
-"""Plugin: ``kvgate cache ls | inspect ID | diagnose | clear`` over the SSD prefix cache."""
+"""Plugin (entry point ``cache_cli``): ``kvgate cache ls | inspect ID | diagnose | clear`` over the SSD tier's store."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kvgate.core.hookspecs import hookimpl
 
 
 def _open(ctx: click.Context, writer: bool = False):
-    from kvgate.core.cache.ssd_store import SsdStore, StoreBusy
+    from kvgate.plugins.cache_ssd.store import SsdStore, StoreBusy
 
     root: Path = ctx.obj["path"]
     if not (root / "manifest").is_dir():
@@ -55,7 +55,7 @@ def cache_group(ctx: click.Context, config_path: Optional[str], store_path: Opti
 @click.pass_context
 def list_snapshots(ctx, as_json) -> None:
     """List snapshots, least recently used first."""
-    from kvgate.core.cache.inspect import summary
+    from kvgate.plugins.cache_ssd.inspect import summary
 
     store = _open(ctx)
     rows = [summary(r) for r in sorted(store.records.values(), key=lambda r: r.last_used)]
@@ -73,7 +73,7 @@ def list_snapshots(ctx, as_json) -> None:
 @click.pass_context
 def inspect_snapshot(ctx, snapshot_id, as_json) -> None:
     """Show one snapshot (an id or a unique prefix of one) and its chunks."""
-    from kvgate.core.cache.inspect import details, find
+    from kvgate.plugins.cache_ssd.inspect import details, find
 
     store = _open(ctx)
     try:
@@ -93,7 +93,7 @@ def inspect_snapshot(ctx, snapshot_id, as_json) -> None:
 @click.pass_context
 def diagnose_store(ctx, as_json) -> None:
     """Validate every chunk of every snapshot; exit status 1 when something is damaged."""
-    from kvgate.core.cache.inspect import diagnose
+    from kvgate.plugins.cache_ssd.inspect import diagnose
 
     store = _open(ctx)
     report = diagnose(store)

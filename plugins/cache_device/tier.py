@@ -44,7 +44,6 @@ class DeviceEntry:
 
 
 class DeviceTier:
-    name = "device"
 
     def __init__(self, runtime: ModelRuntime, budget_bytes: int, reserve_tokens: int, prefix_rounds: int):
         self.runtime, self.budget_bytes, self.prefix_rounds = runtime, budget_bytes, prefix_rounds

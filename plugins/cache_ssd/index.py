@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from kvgate.core.cache.namespace import common_prefix
-from kvgate.core.cache.ssd_records import SnapshotRecord
+from kvgate.plugins.cache_ssd.records import SnapshotRecord
 from kvgate.core.cache.trie import PrefixTrie
 
 

@@ -1,0 +1,35 @@
+"""Plugin: the SSD tier, a backup tier of the prefix cache (content-addressed chunks and a manifest).
+
+- :mod:`.tier` -- :class:`~.tier.SsdTier`, the backup tier: index, writer thread, metrics;
+- :mod:`.store` -- the store: chunk files plus the manifest that names snapshots;
+- :mod:`.chunk_format`, :mod:`.chunk_files` -- one chunk on disk (versioned), written durably;
+- :mod:`.records`, :mod:`.manifest` -- snapshot records (versioned) in a diskcache database;
+- :mod:`.index` -- the in-memory prefix index of committed snapshots;
+- :mod:`.inspect`, :mod:`.cli` -- ``kvgate cache ls | inspect | diagnose | clear``.
+
+Settings: ``[cache] ssd_enabled``, ``ssd_path`` (default ``<state dir>/ssd``), ``ssd_bytes``,
+``chunk_tokens``, ``prefix_rounds``.
+"""
+
+from __future__ import annotations
+
+from kvgate.core.cache.tiers import TierSpec
+from kvgate.core.hookspecs import hookimpl
+
+
+def enabled(config) -> bool:
+    return config.cache.ssd_enabled
+
+
+def build_tier(config, runtime):
+    """A :class:`kvgate.plugins.cache_ssd.tier.SsdTier` under ``<state dir>/ssd`` (or cache.ssd_path)."""
+    from kvgate.plugins.cache_ssd.tier import SsdTier
+
+    settings = config.cache
+    root = config.path_in_state(settings.ssd_path, "ssd")
+    return SsdTier(root, settings.chunk_tokens, settings.ssd_bytes, runtime.state_format, settings.prefix_rounds)
+
+
+@hookimpl
+def register_cache_tiers(register):
+    register("ssd", TierSpec(role="backup", build=build_tier, enabled=enabled))
