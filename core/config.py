@@ -93,7 +93,7 @@ class CacheConfig:
 @attrs.define
 class FenceConfig:
     enabled: bool = True
-    backend: str = "llguidance"
+    backend: str = ""  # empty = the one registered grammar backend
 
 
 @attrs.define

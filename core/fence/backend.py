@@ -61,17 +61,23 @@ class GrammarBackend(Protocol):
 
 
 def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
-    """The backend ``name`` for this tokenizer, built once and cached on ``info``."""
+    """The backend ``name`` for this tokenizer, built once and cached on ``info``.
+
+    An empty ``name`` means the one registered backend; with several registered, ``[fence] backend``
+    must say which.
+    """
     with info.lock:
         backend = info.backends.get(name)
         if backend is None:
             from kvgate.core.plugins import collect
 
             registry = collect(pm, "register_grammar_backends", "grammar backend")
-            if name not in registry:
+            chosen = name or (registry.names()[0] if len(registry.names()) == 1 else "")
+            if chosen not in registry:
                 known = ", ".join(registry.names()) or "none"
-                raise FenceError(f"no grammar backend named {name!r} (registered: {known}); "
+                wanted = f"named {name!r}" if name else "chosen: set [fence] backend to one of them"
+                raise FenceError(f"no grammar backend {wanted} (registered: {known}); "
                                  f"set [fence] backend or enable the plugin")
-            backend = registry.get(name)(info)
+            backend = registry.get(chosen)(info)
             info.backends[name] = backend
         return backend

@@ -63,11 +63,18 @@ def code_without_docstrings(path: Path) -> str:
     return ast.unparse(tree)
 
 
+# The usage split of prompt tokens keeps the metric label values "device" (resident role) and "ssd"
+# (backup role) that existing dashboards read; they label roles and never select a tier.
+ROLE_LABELS = {"core/metrics.py": {"'device'", "'ssd'"}}
+
+
 def test_core_names_no_builtin_feature_in_code():
     offenders = []
     for path in core_files():
+        relative = str(path.relative_to(ROOT))
         for match in CONCRETE_NAMES.finditer(code_without_docstrings(path)):
-            offenders.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+            if match.group(0) not in ROLE_LABELS.get(relative, ()):
+                offenders.append(f"{relative}: {match.group(0)}")
     assert not offenders, "\n".join(offenders)
 
 
