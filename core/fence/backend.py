@@ -78,6 +78,6 @@ def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
                 wanted = f"named {name!r}" if name else "chosen: set [fence] backend to one of them"
                 raise FenceError(f"no grammar backend {wanted} (registered: {known}); "
                                  f"set [fence] backend or enable the plugin")
-            backend = registry.get(chosen)(info)
-            info.backends[name] = backend
+            backend = info.backends.get(chosen) or registry.get(chosen)(info)
+            info.backends[chosen] = info.backends[name] = backend
         return backend
