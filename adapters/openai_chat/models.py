@@ -1,7 +1,8 @@
 """``GET /v1/models`` and ``GET /v1/models/{id}``, OpenAI shape or, when the request carries an
 ``anthropic-version`` header, Anthropic shape (Claude Code gateway discovery).
 
-OpenAI:    ``{"object":"list","data":[{"id","object":"model","created":int,"owned_by":"kvgate"}]}``
+OpenAI:    ``{"object":"list","data":[{"id","object":"model","created":int,"owned_by":"kvgate","max_model_len":int}]}``
+(``max_model_len`` as vLLM reports it: routers such as SMG read the context length from it)
 Anthropic: ``{"data":[{"type":"model","id","display_name","created_at":RFC3339,"lifecycle":"active"}],
 "has_more":false,"first_id","last_id"}``
 
@@ -28,8 +29,11 @@ def listed_ids(ctx) -> list[str]:
     return [ctx.model_name, *aliases]
 
 
-def openai_model(model_id: str, created: int) -> dict[str, Any]:
-    return {"id": model_id, "object": "model", "created": created, "owned_by": "kvgate"}
+def openai_model(model_id: str, created: int, max_model_len: int = 0) -> dict[str, Any]:
+    body = {"id": model_id, "object": "model", "created": created, "owned_by": "kvgate"}
+    if max_model_len:
+        body["max_model_len"] = max_model_len
+    return body
 
 
 def anthropic_model(model_id: str, created: int) -> dict[str, Any]:
@@ -37,11 +41,11 @@ def anthropic_model(model_id: str, created: int) -> dict[str, Any]:
     return {"type": "model", "id": model_id, "display_name": model_id, "created_at": stamp, "lifecycle": "active"}
 
 
-def model_list(ids: list[str], created: int, anthropic: bool) -> dict[str, Any]:
+def model_list(ids: list[str], created: int, anthropic: bool, max_model_len: int = 0) -> dict[str, Any]:
     if anthropic:
         return {"data": [anthropic_model(i, created) for i in ids], "has_more": False,
                 "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
-    return {"object": "list", "data": [openai_model(i, created) for i in ids]}
+    return {"object": "list", "data": [openai_model(i, created, max_model_len) for i in ids]}
 
 
 def anthropic_not_found(exc: ModelNotFound) -> Response:
@@ -55,7 +59,8 @@ def model_routes(ctx) -> list:
     @get(["/v1/models", "/models"])
     async def list_models(request: Request) -> Response:
         anthropic = "anthropic-version" in request.headers
-        return Response(model_list(listed_ids(ctx), created, anthropic), media_type="application/json")
+        body = model_list(listed_ids(ctx), created, anthropic, ctx.pipeline.runtime.info.max_context)
+        return Response(body, media_type="application/json")
 
     @get(["/v1/models/{model_id:path}", "/models/{model_id:path}"])
     async def retrieve_model(request: Request, model_id: str) -> Response:
@@ -69,7 +74,8 @@ def model_routes(ctx) -> list:
             if anthropic:
                 return anthropic_not_found(exc)
             raise
-        body = anthropic_model(model_id, created) if anthropic else openai_model(model_id, created)
+        max_model_len = ctx.pipeline.runtime.info.max_context
+        body = anthropic_model(model_id, created) if anthropic else openai_model(model_id, created, max_model_len)
         return Response(body, media_type="application/json")
 
     return [list_models, retrieve_model]

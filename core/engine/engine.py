@@ -67,6 +67,11 @@ class Engine:
     def load(self) -> int:
         return self._in_flight
 
+    def loads(self) -> dict[str, int]:
+        """Requests decoding, waiting (queued, loading or prefilling) and in flight, read without a lock."""
+        running = len(self._running)
+        return {"running": running, "waiting": max(self._in_flight - running, 0), "in_flight": self._in_flight}
+
     def submit(self, seq: Sequence) -> None:
         with self._wake:
             if self._in_flight >= self.config.max_queue:
