@@ -66,6 +66,8 @@ class EngineConfig:
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
     default_max_tokens: int = attrs.field(default=0, validator=_non_negative)  # 0 = to the context end
     speculative_ngram: int = attrs.field(default=0, validator=_non_negative)  # draft length; 0 = off
+    # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
+    deterministic: bool = False
 
 
 @attrs.define

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
+from kvgate.models.invariant_attention import invariant_attention
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
@@ -23,11 +24,20 @@ Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of co
 
 class LlamaForward:
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary,
-                 fp32_attention_keys: Optional[int] = None):
+                 fp32_attention_keys: Optional[int] = None, deterministic: bool = False):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
+        # batch- and split-invariant attention (kvgate.models.invariant_attention) on every path
+        self.deterministic = deterministic
         self.qk_width = (arch.heads + arch.kv_heads) * arch.head_dim
         # from this many keys on, prefill attention runs in fp32 (None: always in the model dtype)
         self.fp32_attention_keys = fp32_attention_keys
+
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """F.linear; in deterministic mode a single row goes as two (the math library takes another
+        path for one row at some shapes, and that path rounds differently)."""
+        if self.deterministic and x.shape[0] == 1:
+            return F.linear(torch.cat([x, x]), weight, bias)[:1]
+        return F.linear(x, weight, bias)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
@@ -35,17 +45,17 @@ class LlamaForward:
     def _qkv(self, x: torch.Tensor, layer, cos: torch.Tensor, sin: torch.Tensor):
         """q [n, heads, dim], k and v [n, kv_heads, dim] for hidden states x [n, hidden]."""
         arch = self.arch
-        qkv = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
+        qkv = self._linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
         qk = apply_rotary(qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim), cos, sin)
         v = qkv[:, self.qk_width:].view(-1, arch.kv_heads, arch.head_dim)
         return qk[:, : arch.heads], qk[:, arch.heads:], v
 
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
-        gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, -1)
-        return x + F.linear(F.silu(gate) * up, layer.down)
+        gate, up = self._linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, -1)
+        return x + self._linear(F.silu(gate) * up, layer.down)
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
+        return self._linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
 
     def _context(self, index: int, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of the context slots of layer ``index``: a view for a slot range, else a gather."""
@@ -73,7 +83,11 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             if start:
                 k, v = self._context(index, context)
-            x = x + F.linear(attend(q, k, v).reshape(n, -1), layer.o, layer.o_bias)
+            if self.deterministic:
+                out = invariant_attention(q[None], k[None], v[None], positions[None])[0]
+            else:
+                out = attend(q, k, v)
+            x = x + self._linear(out.reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x if all_logits else x[-1:])
 
@@ -96,9 +110,11 @@ class LlamaForward:
             k, v = self._context(index, context)
             k = k.view(batch, -1, arch.kv_heads, arch.head_dim)
             v = v.view(batch, -1, arch.kv_heads, arch.head_dim)
-            # one query per row: the query heads of a kv group are rows against that group's keys
-            grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
-            attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
-            x = x + F.linear(attn.view(batch, -1), layer.o, layer.o_bias)
+            if self.deterministic:
+                attn = invariant_attention(q.view(batch, 1, arch.heads, arch.head_dim), k, v, positions.view(batch, 1))
+            else:  # one query per row: the query heads of a kv group are rows against that group's keys
+                grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
+                attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+            x = x + self._linear(attn.reshape(batch, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x)

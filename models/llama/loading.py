@@ -41,7 +41,8 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
                      bos_token_id=tokenizer.token_to_id(bos) if bos else int_or_none(config.get("bos_token_id")),
                      dtype=model_config.dtype, device=str(device))
     runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
-                           specials, engine_config.block_size, engine_config.kv_pool_tokens)
+                           specials, engine_config.block_size, engine_config.kv_pool_tokens,
+                           engine_config.deterministic)
     progress.stage("model ready")
     return runtime
 

@@ -28,8 +28,9 @@ from kvgate.models.block_tables import BlockTables
 class LlamaRuntime(BlockTables, ModelRuntime):
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, info: ModelInfo, tokenizer: Any,
                  chat_template: Optional[str], special_tokens: dict[str, str],
-                 block_size: int = 16, kv_pool_tokens: int = 65536):
+                 block_size: int = 16, kv_pool_tokens: int = 65536, deterministic: bool = False):
         self.arch, self.weights, self.info = arch, weights, info
+        self.deterministic = deterministic
         self.tokenizer, self.chat_template, self.special_tokens = tokenizer, chat_template, special_tokens
         self.block_size = block_size
         self.device = weights.embed.device
@@ -39,14 +40,16 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         rotary = Rotary(arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(info.max_context, 8192))
         self.forward = LlamaForward(arch, weights, self.pool, rotary,
-                                    fp32_attention_keys(self.device, self.dtype))
+                                    fp32_attention_keys(self.device, self.dtype), deterministic)
         self._ids = itertools.count(1)
         self._fingerprint: Optional[str] = None
 
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = weights_fingerprint(self.arch, self.weights, self.dtype)
+            # the attention arithmetic is part of the state: KV of one mode never serves the other
+            mode = "/invariant-attention" if self.deterministic else ""
+            self._fingerprint = weights_fingerprint(self.arch, self.weights, self.dtype) + mode
         return self._fingerprint
 
     # --- forward passes -------------------------------------------------------------------------
