@@ -71,6 +71,7 @@ def open_or_set_aside(root: Path, open_state: Callable[[], T], what: str,
         reason = f"{type(exc).__name__}: {exc}"
     try:
         aside = set_aside(root)
+        Path(root).mkdir(parents=True)
     except OSError as exc:
         raise StateUnusable(f"{what} at {root} is damaged ({reason}) and cannot be moved aside ({exc})") from None
     log.warning("%s at %s is damaged (%s); moved it to %s and started empty", what, root, reason, aside)

@@ -151,6 +151,12 @@ def test_cache_salt_isolates_requests_of_one_tenant_on_all_three_protocols(serve
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "cache_salt"
 
 
+def ws_first_frame(server, who: str, body: dict) -> dict:
+    with connect(server.base_url.replace("http://", "ws://") + "/v1/responses", additional_headers=auth(who)) as ws:
+        ws.send(json.dumps({"type": "response.create", **body}))
+        return json.loads(ws.recv(timeout=120))
+
+
 def test_a_stored_response_belongs_to_its_tenant(server):
     url = server.base_url + "/v1/responses"
     created = httpx.post(url, headers=auth("alice"), timeout=300,
@@ -166,9 +172,7 @@ def test_a_stored_response_belongs_to_its_tenant(server):
     follow = {"model": "smollm2", "input": "What is my PIN?", "max_output_tokens": 2, "previous_response_id": rid}
     continued = httpx.post(url, json=follow, headers=auth("bob"), timeout=300)
     assert continued.status_code == 400 and continued.json()["error"]["code"] == "previous_response_not_found"
-    with connect(server.base_url.replace("http://", "ws://") + "/v1/responses", additional_headers=auth("bob")) as ws:
-        ws.send(json.dumps({"type": "response.create", **follow}))
-        frame = json.loads(ws.recv(timeout=120))
-    assert frame["type"] == "error" and frame["error"]["code"] == "previous_response_not_found"
+    assert ws_first_frame(server, "bob", follow)["error"]["code"] == "previous_response_not_found"
+    assert ws_first_frame(server, "alice", follow)["type"] == "response.created"  # the socket's tenant is alice
     assert httpx.get(f"{url}/{rid}", headers=auth("alice"), timeout=30).status_code == 200  # still alice's
     assert httpx.post(url, json=follow, headers=auth("alice"), timeout=300).status_code == 200
