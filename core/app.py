@@ -16,6 +16,7 @@ from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.dialect_choice import build_chat_format
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
+from kvgate.core.keyring import Keyring
 from kvgate.core.http import openai_error_body
 from kvgate.core.metrics import Metrics
 from kvgate.core.model_loading import load_runtime
@@ -69,6 +70,7 @@ def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, diale
 
 
 def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
+    keyring = Keyring.from_config(config.server)  # a bad key entry fails before the model loads
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
     metrics = Metrics()
@@ -84,7 +86,8 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
     log.info("serving %r: %s, dialect %s, context %d", config.model.name, runtime.info.architecture, dialect_name,
              runtime.info.max_context)
     return ServerContext(config=config, pm=pm, pipeline=pipeline, metrics=metrics,
-                         tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""))
+                         tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""),
+                         keyring=keyring)
 
 
 def _not_found(request: Request, exc: Exception) -> Response:

@@ -32,10 +32,23 @@ def _default_state_dir() -> str:
 
 
 @attrs.define
+class ApiKeyConfig:
+    """One ``[[server.keys]]`` entry: a key naming a tenant (see :mod:`kvgate.core.keyring`)."""
+
+    tenant: str
+    key: str = ""  # the key itself; or read it from key_file, or from the environment variable key_env
+    key_file: str = ""
+    key_env: str = ""
+    admin: bool = False  # an admin key sees every tenant's diagnostics, text included
+    shared_namespace: str = ""  # tenants naming the same one share prefix-cache entries (opt-in)
+
+
+@attrs.define
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = attrs.field(default=8000, validator=_positive)
-    api_key: str = ""
+    api_key: str = ""  # one key for the tenant "default"
+    keys: list[ApiKeyConfig] = attrs.field(factory=list)
     max_websocket_connections: int = attrs.field(default=16, validator=_positive)
     log_requests: bool = True
 
@@ -90,6 +103,8 @@ class CacheConfig:
     chunk_tokens: int = attrs.field(default=256, validator=_positive)
     almost_hit_min_tokens: int = attrs.field(default=1024, validator=_positive)
     almost_hit_min_ratio: float = 0.9
+    # usage reports cached tokens rounded down to this many (0 = the cache block size; 1 = exact)
+    cached_tokens_granularity: int = attrs.field(default=0, validator=_non_negative)
 
 
 @attrs.define

@@ -90,7 +90,8 @@ def register_cache_tiers(register):
     ``TierSpec(role="resident" | "backup", build=build_tier, enabled=..., order=...)``.
     ``build_tier(config, runtime)`` returns an object implementing
     :class:`kvgate.core.cache.tiers.ResidentTier` or :class:`kvgate.core.cache.tiers.BackupTier`
-    (it may raise :class:`kvgate.core.cache.tiers.TierUnavailable` to be skipped). At most one
+    (it may raise :class:`kvgate.core.cache.tiers.TierUnavailable` to be skipped; any other
+    exception also skips the tier, with a warning and its traceback). At most one
     resident tier may be enabled; backups are consulted in ``(order, name)`` order. ``name`` labels
     the tier in metrics and diagnostics. Returns nothing.
     """

@@ -10,6 +10,9 @@ from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
 from kvgate.core.errors import InvalidRequest, KvgateError, Overloaded, Unauthorized
+from kvgate.core.keyring import Keyring
+from kvgate.core.tenants import DEFAULT
+from kvgate.core.tenants import STATE_KEY as TENANT_STATE_KEY
 
 ErrorBody = Callable[[KvgateError], dict[str, Any]]
 
@@ -48,12 +51,19 @@ def api_key_from_headers(headers: Any) -> str:
     return key
 
 
-def require_api_key(expected: str):
-    """A Litestar guard: every route it protects needs ``expected`` as Bearer or x-api-key."""
+def require_api_key(expected: "str | Keyring"):
+    """A Litestar guard: every route it protects needs a key of ``expected`` (one key, or a
+    :class:`~kvgate.core.keyring.Keyring`) as Bearer or x-api-key. It puts the key's tenant on the
+    connection, where :func:`kvgate.core.tenants.tenant_of` reads it."""
+    keyring = expected if isinstance(expected, Keyring) else Keyring([(expected, DEFAULT)] if expected else [])
 
     def guard(connection, _handler) -> None:
-        if expected and api_key_from_headers(connection.headers) != expected:
+        if not keyring:
+            return
+        tenant = keyring.tenant_for(api_key_from_headers(connection.headers))
+        if tenant is None:
             raise Unauthorized("Invalid or missing API key.")
+        connection.scope.setdefault("state", {})[TENANT_STATE_KEY] = tenant
 
     return guard
 
@@ -77,7 +87,7 @@ def _as_kvgate_error(exc: Exception) -> KvgateError:
     return KvgateError("Internal server error.")
 
 
-def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: str = "", **kwargs) -> Router:
+def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: "str | Keyring" = "", **kwargs) -> Router:
     """A Router whose errors, auth failures included, are rendered in one protocol's error shape."""
 
     def handle(_request: Request, exc: Exception) -> Response:

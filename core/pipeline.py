@@ -11,6 +11,8 @@ import time
 import uuid
 from typing import Any, AsyncIterator, Callable, Optional
 
+import attrs
+
 from kvgate.core.config import Config
 from kvgate.core.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import make_generator
@@ -19,6 +21,8 @@ from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, Tok
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
 from kvgate.core.server import call_id
 from kvgate.core.stop_strings import StopStringScanner
+from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
+from kvgate.core.tenants import NamespaceOwners, scoped_namespace
 from kvgate.core.types import (
     ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, ToolCallStart, Usage,
 )
@@ -38,6 +42,10 @@ class Pipeline:
         self.config = config
         self.metrics = metrics
         self.fence_builder = fence_builder
+        self.namespace_owners = NamespaceOwners()
+        self.namespace_owners.note(namespace, DEFAULT_TENANT)
+        granularity = config.cache.cached_tokens_granularity
+        self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
 
     @property
     def model_info(self):
@@ -65,13 +73,27 @@ class Pipeline:
             raise InvalidRequest("max_tokens must not be negative.", param="max_tokens")
         return min(wanted, room)
 
+    def namespace_of(self, request: ChatRequest) -> str:
+        """The cache namespace of ``request``: the model's, scoped to its tenant and cache salt."""
+        namespace = scoped_namespace(self.namespace, request.tenant.cache_scope, request.cache_salt)
+        self.namespace_owners.note(namespace, request.tenant)
+        return namespace
+
+    def reported(self, usage: Usage) -> Usage:
+        """``usage`` as clients see it: cached tokens rounded down to the cache block size (or
+        ``[cache] cached_tokens_granularity``), so they cannot reveal single tokens of a prefix."""
+        step = self.cached_granularity
+        ssd = usage.cached_tokens_ssd // step * step
+        device = (usage.cached_tokens_device + usage.cached_tokens_ssd) // step * step - ssd
+        return attrs.evolve(usage, cached_tokens_device=device, cached_tokens_ssd=ssd)
+
     def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver):
         fence = self.fence_builder(request) if (self.fence_builder and generate) else None
         return Sequence(
             prompt=prompt, params=request.sampling, max_tokens=max_tokens,
             stop_token_ids=frozenset() if request.extra.get("ignore_eos") else frozenset(self.runtime.info.eos_token_ids),
             deliver=deliver,
-            namespace=self.namespace, cache_key=request.cache_key, fence=fence, generate=generate,
+            namespace=self.namespace_of(request), cache_key=request.cache_key, fence=fence, generate=generate,
             generator=make_generator(request.sampling.seed),
         )
 
@@ -125,7 +147,7 @@ class Pipeline:
                 if isinstance(message, PrefillDone):
                     usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
                 if isinstance(message, SequenceDone):
-                    return usage
+                    return self.reported(usage)
         finally:
             if seq.phase.value != "done":
                 self.engine.cancel(seq)
@@ -208,5 +230,6 @@ class _Run:
         if done.error is not None:
             reason = "error"
         self.record(reason, done.guard_interventions)
-        events.append(Finished(reason, self.usage, self.stop_sequence, done.guard_interventions, self.issues, error))
+        usage = self.pipeline.reported(self.usage)
+        events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error))
         return events

@@ -12,6 +12,7 @@ import pluggy
 
 from kvgate.core.config import Config
 from kvgate.core.errors import ModelNotFound
+from kvgate.core.keyring import Keyring
 
 
 @attrs.define(eq=False)
@@ -30,6 +31,7 @@ class ServerContext:
     metrics: Any
     tokenizer_service: Any
     state_dir: Path
+    keyring: Keyring = attrs.field(factory=Keyring)  # the API keys and their tenants
 
     @property
     def model_name(self) -> str:
@@ -40,8 +42,9 @@ class ServerContext:
         return [self.config.model.name]
 
     @property
-    def api_key(self) -> str:
-        return self.config.server.api_key
+    def api_key(self) -> Keyring:
+        """What ``protocol_router(api_key=...)`` checks: every configured key (empty: auth off)."""
+        return self.keyring
 
     def resolve_model(self, requested: Optional[str]) -> str:
         """The served model for ``requested`` (its own name or an alias pattern), else ModelNotFound."""

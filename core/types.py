@@ -10,6 +10,9 @@ from typing import Any, Literal, Optional, Union
 
 import attrs
 
+from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
+from kvgate.core.tenants import Tenant
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -99,6 +102,8 @@ class ChatRequest:
     cache_key: Optional[str] = None
     request_id: str = ""
     extra: dict[str, Any] = attrs.field(factory=dict)
+    tenant: Tenant = DEFAULT_TENANT  # who sent it (from its API key): scopes its cache namespace
+    cache_salt: Optional[str] = None  # isolates its prefix cache further, inside its tenant's
 
     def tool_by_qualified_name(self, name: str) -> Optional[Tool]:
         for tool in self.tools:

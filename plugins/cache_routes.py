@@ -1,10 +1,19 @@
-"""Plugin: ``GET /v1/cache/diagnostics`` -- recent almost-hits, lookups and tier sizes as JSON."""
+"""Plugin: ``GET /v1/cache/diagnostics`` -- recent almost-hits, lookups and tier sizes as JSON.
+
+Scoped to the asking tenant (:mod:`kvgate.core.tenants`): an admin key sees everything; any other
+key sees the almost-hits and lookups of the namespaces its tenant reaches (its own, its salted
+ones, its shared namespace), and almost-hit *text* only where its tenant owns both sides, that is
+in a namespace no other tenant reaches. In a shared namespace the stored side may be another
+tenant's prompt, so the text is redacted there: counts and positions only (``text_redacted``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kvgate.core.hookspecs import hookimpl
+
+TEXT_FIELDS = ("text_before", "stored_after", "prompt_after")
 
 
 def cache_manager(ctx) -> Any:
@@ -13,17 +22,37 @@ def cache_manager(ctx) -> Any:
     return getattr(engine, "cache", None)
 
 
+def scoped(data: dict[str, Any], tenant, owners) -> dict[str, Any]:
+    """``data`` as ``tenant`` may see it (``owners``: the pipeline's NamespaceOwners)."""
+    if tenant.admin:
+        return data
+
+    def reached(item: dict) -> bool:
+        owner = owners.owner(item.get("namespace", "")) if owners is not None else None
+        return owner is not None and owner.scope == tenant.cache_scope
+
+    def view(item: dict) -> dict:
+        owner = owners.owner(item.get("namespace", ""))
+        if owner.tenant == tenant.name:
+            return item
+        return {**{key: value for key, value in item.items() if key not in TEXT_FIELDS}, "text_redacted": True}
+
+    return {**data, "almost_hits": [view(i) for i in data.get("almost_hits", []) if reached(i)],
+            "recent_lookups": [i for i in data.get("recent_lookups", []) if reached(i)]}
+
+
 def build_routes(ctx) -> list:
-    from litestar import get
+    from litestar import Request, get
 
     from kvgate.core.http import openai_error_body, protocol_router
+    from kvgate.core.tenants import tenant_of
 
     @get(["/cache/diagnostics", "/v1/cache/diagnostics"], sync_to_thread=False)
-    def diagnostics() -> dict[str, Any]:
+    def diagnostics(request: Request) -> dict[str, Any]:
         cache = cache_manager(ctx)
         if cache is None or not hasattr(cache, "diagnostics"):
             return {"enabled": False}
-        return cache.diagnostics()
+        return scoped(cache.diagnostics(), tenant_of(request), getattr(ctx.pipeline, "namespace_owners", None))
 
     return [protocol_router(path="/", handlers=[diagnostics], body=openai_error_body, api_key=ctx.api_key)]
 

@@ -30,11 +30,20 @@ def _toml_value(value: Any) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _is_table_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
 def write_config(path: Path, settings: dict[str, dict[str, Any]], state_dir: Path) -> Path:
+    """A TOML file; a list of dicts under a key becomes an array of tables (``[[server.keys]]``)."""
     lines = [f"state_dir = {_toml_value(str(state_dir))}"]
     for section, values in settings.items():
         lines.append(f"[{section}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items() if not _is_table_list(value))
+        for key, tables in ((k, v) for k, v in values.items() if _is_table_list(v)):
+            for table in tables:
+                lines.append(f"[[{section}.{key}]]")
+                lines.extend(f"{name} = {_toml_value(value)}" for name, value in table.items())
     path.write_text("\n".join(lines) + "\n")
     return path
 

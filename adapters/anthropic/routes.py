@@ -15,6 +15,7 @@ from kvgate.adapters.anthropic.request import build_chat_request
 from kvgate.adapters.anthropic.stream import MessageStream, error_event
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import protocol_router, read_json_object, sse_event, sse_response
+from kvgate.core.tenants import scope_request, tenant_of
 
 MESSAGES_PATHS = ["/v1/messages", "/messages"]
 COUNT_PATHS = ["/v1/messages/count_tokens", "/messages/count_tokens"]
@@ -28,7 +29,8 @@ def build_routes(ctx) -> list:
         requested = body.get("model")
         expect(requested is None or isinstance(requested, str), "must be a string", "model")
         served = ctx.resolve_model(requested)
-        return requested or served, build_chat_request(body, served, request.headers, billing)
+        chat = build_chat_request(body, served, request.headers, billing)
+        return requested or served, scope_request(chat, tenant_of(request), body)
 
     @post(MESSAGES_PATHS, status_code=200)
     async def create_message(request: Request) -> Response:

@@ -21,6 +21,7 @@ from kvgate.adapters.openai_chat.request import to_chat_request
 from kvgate.adapters.openai_chat.stream import ChunkRenderer
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import read_json_object, sse_response
+from kvgate.core.tenants import scope_request, tenant_of
 
 
 def chat_route(ctx):
@@ -30,6 +31,7 @@ def chat_route(ctx):
         requested = typed(body, "model", str, "")
         served = ctx.resolve_model(requested)
         chat = to_chat_request(body, served, ctx.pipeline.model_info.has_vision, request.headers)
+        scope_request(chat, tenant_of(request), body)
         streaming = body.get("stream") is True
         options = body.get("stream_options") or {}
         meta = new_meta(requested or served, chat, include_usage=streaming and options.get("include_usage") is True)

@@ -18,6 +18,7 @@ from litestar import Request, Response, delete, get, post
 
 from kvgate.core.errors import NotFound
 from kvgate.core.http import read_json_object, sse_event, sse_response
+from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call
 from kvgate.adapters.responses.store import ResponseStore
 
@@ -38,8 +39,8 @@ async def sse_chunks(run: Run) -> AsyncIterator[bytes]:
 
 
 def http_handlers(ctx: Any, store: ResponseStore) -> list:
-    def stored(response_id: str):
-        record = store.get(response_id)
+    def stored(response_id: str, request: Request):
+        record = store.get(response_id, tenant_of(request).name)  # another tenant's reads as unknown
         if record is None:
             raise NotFound(f"No response found with id '{response_id}'.", param="response_id")
         return record
@@ -47,32 +48,34 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
     @post(both("/responses"), status_code=200)
     async def create_response(request: Request) -> Response:
         body = await read_json_object(request)
-        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))
+        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
+                          tenant=tenant_of(request))
         run = await begin(ctx, store, call, streaming=call.stream)
         if call.stream:
             return sse_response(sse_chunks(run))
         return _json(await complete(run))
 
     @get(both("/responses/{response_id:str}"))
-    async def retrieve_response(response_id: str) -> Response:
-        return _json(stored(response_id).response)
+    async def retrieve_response(response_id: str, request: Request) -> Response:
+        return _json(stored(response_id, request).response)
 
     @delete(both("/responses/{response_id:str}"), status_code=200)
-    async def delete_response(response_id: str) -> Response:
-        stored(response_id)
+    async def delete_response(response_id: str, request: Request) -> Response:
+        stored(response_id, request)
         store.delete(response_id)
         return _json({"id": response_id, "object": "response.deleted", "deleted": True})
 
     @get(both("/responses/{response_id:str}/input_items"))
-    async def list_input_items(response_id: str) -> Response:
-        items = stored(response_id).input_items
+    async def list_input_items(response_id: str, request: Request) -> Response:
+        items = stored(response_id, request).input_items
         return _json({"object": "list", "data": items, "has_more": False,
                       "first_id": items[0]["id"] if items else None, "last_id": items[-1]["id"] if items else None})
 
     @post(both("/responses/input_tokens"), status_code=200)
     async def count_input_tokens(request: Request) -> Response:
         body = await read_json_object(request)
-        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER))
+        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
+                          tenant=tenant_of(request))
         count = ctx.pipeline.count_prompt_tokens(call.chat)
         if inspect.isawaitable(count):
             count = await count

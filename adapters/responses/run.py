@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Optional
 import attrs
 
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.tenants import DEFAULT, Tenant, scope_request
 from kvgate.core.types import Heartbeat
 from kvgate.adapters.responses import objects
 from kvgate.adapters.responses.render import StreamRenderer
@@ -30,19 +31,24 @@ def previous_not_found(previous_id: str) -> InvalidRequest:
 
 
 def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cache_key: Optional[str] = None,
-               local: Optional[dict[str, StoredResponse]] = None) -> ResponsesCall:
-    """Validate ``body`` and build its canonical request, with the prior conversation resolved
-    from connection-local memory (``local``, WebSocket only) or the store."""
+               local: Optional[dict[str, StoredResponse]] = None, tenant: Tenant = DEFAULT) -> ResponsesCall:
+    """Validate ``body`` and build its canonical request for ``tenant``, with the prior conversation
+    resolved from connection-local memory (``local``, WebSocket only) or the store; a prior
+    response of another tenant is not found."""
     served = ctx.resolve_model(body.get("model"))
     previous_id = body.get("previous_response_id")
     prior = None
     if isinstance(previous_id, str) and previous_id:
-        prior = (local or {}).get(previous_id) or store.get(previous_id)
+        prior = (local or {}).get(previous_id) or store.get(previous_id, tenant.name)
+        if prior is not None and prior.tenant != tenant.name:
+            prior = None
         if prior is None:
             raise previous_not_found(previous_id)
-    return parse_create(body, model=served, has_vision=ctx.pipeline.model_info.has_vision,
+    call = parse_create(body, model=served, has_vision=ctx.pipeline.model_info.has_vision,
                         prior=prior.messages if prior else None, prior_cache_key=prior.cache_key if prior else None,
                         header_cache_key=header_cache_key)
+    scope_request(call.chat, tenant, body)
+    return call
 
 
 def input_items_with_ids(value: Any) -> list[dict[str, Any]]:
@@ -106,7 +112,8 @@ class Run:
             messages.append(self.renderer.assistant)
         self.record = StoredResponse(response=self.renderer.response,
                                      input_items=input_items_with_ids(self.call.body.get("input")),
-                                     messages=messages, cache_key=self.call.chat.cache_key)
+                                     messages=messages, cache_key=self.call.chat.cache_key,
+                                     tenant=self.call.chat.tenant.name)
         if self.call.store:
             self.store.put(self.record)
         return self.record

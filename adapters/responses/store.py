@@ -3,7 +3,11 @@
 One record per response id, a JSON text::
 
     {"version": 1, "response": <Response object>, "input_items": [<items with ids>],
-     "messages": [<canonical Message, unstructured>], "cache_key": str | null}
+     "messages": [<canonical Message, unstructured>], "cache_key": str | null, "tenant": str}
+
+``tenant`` (absent: ``"default"``) owns the record: :meth:`ResponseStore.get` answers only the
+tenant that stored it, so another tenant's id reads as absent (a 404, or
+``previous_response_not_found``).
 
 ``messages`` is the conversation after this response (prior turns, this input, this output turn),
 without ``instructions``. A record holds protocol state only, never model state: the prefix cache
@@ -22,6 +26,8 @@ import attrs
 import cattrs
 import diskcache
 
+from kvgate.core.disk_state import StateUnusable, open_or_set_aside
+from kvgate.core.tenants import DEFAULT_TENANT
 from kvgate.core.types import Message
 
 log = logging.getLogger("kvgate.responses")
@@ -35,10 +41,12 @@ class StoredResponse:
     input_items: list[dict[str, Any]]
     messages: list[Message]
     cache_key: Optional[str] = None
+    tenant: str = DEFAULT_TENANT
 
     def to_json(self) -> str:
         return json.dumps({"version": VERSION, "response": self.response, "input_items": self.input_items,
-                           "messages": _converter.unstructure(self.messages), "cache_key": self.cache_key},
+                           "messages": _converter.unstructure(self.messages), "cache_key": self.cache_key,
+                           **({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {})},
                           ensure_ascii=False)
 
     @classmethod
@@ -51,33 +59,74 @@ class StoredResponse:
         key = data.get("cache_key")
         if key is not None and not isinstance(key, str):
             raise ValueError("cache_key is not a string")
+        tenant = data.get("tenant", DEFAULT_TENANT)
+        if not isinstance(tenant, str):
+            raise ValueError("tenant is not a string")
         return cls(response=data["response"], input_items=data["input_items"],
-                   messages=_converter.structure(data.get("messages"), list[Message]), cache_key=key)
+                   messages=_converter.structure(data.get("messages"), list[Message]), cache_key=key, tenant=tenant)
 
 
 class ResponseStore:
+    """The records on disk. A damaged store is moved aside and replaced by an empty one, an
+    unwritable one disables storing (with a warning: ``store: true`` responses are then not kept);
+    a record that cannot be read later reads as absent. Either way the server keeps serving."""
+
     def __init__(self, directory: Path, size_limit: int = 512 * 1024 * 1024):
-        directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self._cache = diskcache.Cache(str(directory), size_limit=size_limit,
-                                      eviction_policy="least-recently-used")
+        self._cache: Optional[diskcache.Cache] = None
+        try:
+            self._cache = open_or_set_aside(directory, lambda: open_cache(directory, size_limit), "responses store")
+        except StateUnusable as exc:
+            log.warning("%s; stored responses are disabled", exc)
+
+    @property
+    def enabled(self) -> bool:
+        return self._cache is not None
 
     def put(self, record: StoredResponse) -> None:
-        self._cache.set(record.response["id"], record.to_json())
+        if self._cache is None:
+            return
+        try:
+            self._cache.set(record.response["id"], record.to_json())
+        except Exception as exc:  # a full or failing disk loses the record, not the response
+            log.warning("responses store: could not keep %s (%s: %s)", record.response["id"], type(exc).__name__, exc)
 
-    def get(self, response_id: str) -> Optional[StoredResponse]:
-        text = self._cache.get(response_id)
-        if text is None:
+    def get(self, response_id: str, tenant: str = DEFAULT_TENANT) -> Optional[StoredResponse]:
+        """The record of ``response_id`` when ``tenant`` owns it, else None."""
+        if self._cache is None:
             return None
         try:
-            return StoredResponse.from_json(text)
+            text = self._cache.get(response_id)
+            if text is None:
+                return None
+            record = StoredResponse.from_json(text)
         except Exception as exc:  # untrusted disk: any malformed record reads as absent
-            log.warning("responses store: dropping unreadable record %s (%s)", response_id, exc)
-            self._cache.delete(response_id)
+            log.warning("responses store: dropping unreadable record %s (%s: %s)", response_id, type(exc).__name__, exc)
+            self.delete(response_id)
             return None
+        return record if record.tenant == tenant else None
 
     def delete(self, response_id: str) -> bool:
-        return bool(self._cache.delete(response_id))
+        if self._cache is None:
+            return False
+        try:
+            return bool(self._cache.delete(response_id))
+        except Exception as exc:
+            log.warning("responses store: could not delete %s (%s: %s)", response_id, type(exc).__name__, exc)
+            return False
 
     def close(self) -> None:
-        self._cache.close()
+        if self._cache is not None:
+            self._cache.close()
+
+
+def open_cache(directory: Path, size_limit: int) -> diskcache.Cache:
+    """The diskcache database, checked by reading every key (damage raises here, at start)."""
+    cache = diskcache.Cache(str(directory), size_limit=size_limit, eviction_policy="least-recently-used")
+    try:
+        for _ in cache.iterkeys():
+            pass
+    except BaseException:
+        cache.close()
+        raise
+    return cache

@@ -18,6 +18,7 @@ from litestar import WebSocket
 from litestar.exceptions import WebSocketDisconnect
 
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER
 from kvgate.adapters.responses.run import HEARTBEAT, begin, new_run, parse_call
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
@@ -102,7 +103,7 @@ class Connection:
 
     async def create(self, body: dict[str, Any]) -> None:
         call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
-                          local=self.last)
+                          local=self.last, tenant=tenant_of(self.socket))
         warm_up = body.get("generate") is False
         log.info("responses websocket: %s, %d messages, previous_response_id %s",
                  "warm-up" if warm_up else "response.create", len(call.chat.messages), call.previous_response_id)

@@ -41,7 +41,8 @@ def enabled_specs(config: Config, specs: dict[str, TierSpec], registry: Registry
 
 
 def build_tier_set(config: Config, runtime: ModelRuntime, pm: Any) -> Tiers:
-    """Every tier the config enables, built; a tier that raises TierUnavailable is skipped."""
+    """Every tier the config enables, built; a tier whose build raises (TierUnavailable or any other
+    error, e.g. from damaged on-disk state) is skipped with a warning."""
     registry, specs = tier_specs(pm)
     tiers = Tiers(registered=tuple(specs))
     if not config.cache.enabled:
@@ -51,6 +52,10 @@ def build_tier_set(config: Config, runtime: ModelRuntime, pm: Any) -> Tiers:
             tier = spec.build(config, runtime)
         except TierUnavailable as exc:
             log.warning("cache tier %s disabled: %s", name, exc)
+            continue
+        except Exception as exc:  # a tier that fails to open its state must not stop the server
+            log.warning("cache tier %s disabled: building it failed (%s: %s)", name, type(exc).__name__, exc,
+                        exc_info=True)
             continue
         if spec.role == "resident":
             tiers.resident, tiers.resident_name = tier, name

@@ -7,6 +7,9 @@
 - :mod:`.index` -- the in-memory prefix index of committed snapshots;
 - :mod:`.inspect`, :mod:`.cli` -- ``kvgate cache ls | inspect | diagnose | clear``.
 
+At start a damaged store is moved aside and an empty one opened, an unwritable ``ssd_path``
+disables the tier (:func:`kvgate.core.disk_state.open_or_set_aside`); the server starts either way.
+
 Settings: ``[cache] ssd_enabled``, ``ssd_path`` (default ``<state dir>/ssd``), ``ssd_bytes``,
 ``chunk_tokens``, ``prefix_rounds``.
 """

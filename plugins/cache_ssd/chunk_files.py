@@ -8,6 +8,7 @@ A chunk is written to a temporary name, fsynced and renamed; the caller fsyncs t
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -46,7 +47,7 @@ class ChunkFiles:
         return path.parent
 
     def remove(self, key: bytes) -> None:
-        self.path(key).unlink(missing_ok=True)
+        remove_path(self.path(key))
 
     def strays(self, keep: Iterable[bytes]) -> list[Path]:
         """Temporary files and chunk files whose key is not in ``keep``."""
@@ -84,6 +85,14 @@ def chunk_key_of(name: str) -> Optional[bytes]:
         return bytes.fromhex(name[:64])
     except ValueError:
         return None
+
+
+def remove_path(path: Path) -> None:
+    """Delete what is at ``path``: a file, or a directory that damage left where a file belongs."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def write_durably(path: Path, data: bytes) -> None:

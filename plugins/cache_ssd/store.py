@@ -27,7 +27,7 @@ from typing import Iterable, Optional
 
 from kvgate.core.cache.namespace import chain_root
 from kvgate.core.cache.snapshot import PendingSnapshot
-from kvgate.plugins.cache_ssd.chunk_files import ChunkFiles, fsync_directory
+from kvgate.plugins.cache_ssd.chunk_files import ChunkFiles, fsync_directory, remove_path
 from kvgate.plugins.cache_ssd.chunk_format import encode_chunk
 from kvgate.plugins.cache_ssd.manifest import StoreBusy, lock_store, open_manifest
 from kvgate.plugins.cache_ssd.records import BadRecord, SnapshotRecord
@@ -44,7 +44,11 @@ class SsdStore:
         self.chunks_dir = self.files.root
         self.chunk_tokens, self.capacity_bytes, self.state_format = chunk_tokens, capacity_bytes, state_format
         self._lock_handle = lock_store(self.root) if writer else None
-        self.manifest = open_manifest(self.root / "manifest", writer)
+        try:
+            self.manifest = open_manifest(self.root / "manifest", writer)
+        except BaseException:
+            self._release_lock()
+            raise
         self.records: dict[str, SnapshotRecord] = {}
         self.chunk_refs: collections.Counter[bytes] = collections.Counter()
         self.chunk_sizes: dict[bytes, int] = {}
@@ -106,7 +110,7 @@ class SsdStore:
         """Delete temporary files and chunk files no snapshot names (left by a crash)."""
         strays = self.files.strays(set(self.chunk_refs) | set(pinned))
         for path in strays:
-            path.unlink(missing_ok=True)
+            remove_path(path)
         return len(strays)
 
     # --- writes (one writer) ----------------------------------------------------------------------
@@ -189,7 +193,12 @@ class SsdStore:
         return self.files.read(record, chunk_count)
 
     def close(self) -> None:
-        self.manifest.close()
+        try:
+            self.manifest.close()
+        finally:
+            self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_handle is not None:
             self._lock_handle.close()
             self._lock_handle = None

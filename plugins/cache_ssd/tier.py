@@ -21,6 +21,8 @@ from typing import Optional, Sequence
 
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.snapshot import PendingSnapshot
+from kvgate.core.cache.tiers import TierUnavailable
+from kvgate.core.disk_state import StateUnusable, open_or_set_aside
 from kvgate.plugins.cache_ssd.index import SsdIndex
 from kvgate.plugins.cache_ssd.metrics import SsdMetrics
 from kvgate.plugins.cache_ssd.records import SnapshotRecord
@@ -34,16 +36,15 @@ class SsdTier:
     def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str],
                  prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES):
         self.chunk_tokens, self.prefix_rounds, self.max_pending_bytes = chunk_tokens, prefix_rounds, max_pending_bytes
-        self.store = SsdStore(root, chunk_tokens, capacity_bytes, state_format)
+        self.store, records, self.orphans_removed = open_store(root, chunk_tokens, capacity_bytes, state_format)
         self.name = "ssd"
         self.metrics = SsdMetrics()
         self.lock = threading.Condition(threading.RLock())
         self.index = SsdIndex()
         self.pins: collections.Counter[bytes] = collections.Counter()
         self.pending_bytes = 0
-        for record in self.store.load_index():
+        for record in records:
             self.index.add(record)
-        self.orphans_removed = self.store.remove_orphans()
         self.jobs: queue.Queue = queue.Queue()
         self.writer = threading.Thread(target=self._run, name="kvgate-ssd-writer", daemon=True)
         self.writer.start()
@@ -176,6 +177,24 @@ class SsdTier:
             self.jobs.put(("stop", None, None))
             self.writer.join(timeout=60)
         self.store.close()
+
+
+def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str]):
+    """``(store, its valid records, orphans removed)``, opened and checked. A damaged store is moved
+    aside and replaced by an empty one; an unwritable one raises TierUnavailable
+    (:func:`kvgate.core.disk_state.open_or_set_aside`)."""
+    def attempt():
+        store = SsdStore(root, chunk_tokens, capacity_bytes, state_format)
+        try:
+            return store, store.load_index(), store.remove_orphans()
+        except BaseException:
+            store.close()  # releases the lock, so that the retry can take it
+            raise
+
+    try:
+        return open_or_set_aside(Path(root), attempt, "SSD cache", passthrough=(TierUnavailable,))
+    except StateUnusable as exc:
+        raise TierUnavailable(str(exc)) from None
 
 
 WRITER_NICENESS = 10  # about a tenth of a core's share against the forward's threads, never starved

@@ -23,7 +23,8 @@ NO_TOOL_CALL = "SmolLM2 produced no tool call (reliable only where token fences 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"]}}
+    # exact cached-token counts: a test below measures reuse to the token (the default rounds to blocks)
+    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"]}, "cache": {"cached_tokens_granularity": 1}}
     with ServerProcess(tmp_path_factory.mktemp("anthropic"), settings=settings) as proc:
         yield proc
 

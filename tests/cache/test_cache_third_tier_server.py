@@ -25,7 +25,8 @@ def chat(server, messages):
 
 def serve(state, store):
     config = config_from_dict({"state_dir": str(state),
-                               "cache": {"ssd_enabled": False, "chunk_tokens": 64, "almost_hit_min_tokens": 64}})
+                               "cache": {"ssd_enabled": False, "chunk_tokens": 64, "almost_hit_min_tokens": 64,
+                                         "cached_tokens_granularity": 1}})  # usage compared with the metric
     return AppServer(config, build_plugin_manager(extra_plugins=[("memory_cache", MemoryTierPlugin(store))]))
 
 
