@@ -23,7 +23,7 @@ NO_TOOL_CALL = "SmolLM2 produced no tool call (reliable only where token fences 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"]}}
+    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"], "strict_model_name": True}}
     with ServerProcess(tmp_path_factory.mktemp("anthropic"), settings=settings) as proc:
         yield proc
 
