@@ -160,8 +160,7 @@ class Engine:
 
     def _drop_cancelled(self) -> None:
         for seq in [s for s in self._waiting + self._running if s.cancelled and s.phase is not Phase.LOADING]:
-            self._finish(seq, SequenceDone("error", ServerShuttingDown(SHUTTING_DOWN)) if self._draining
-                         else SequenceDone("cancelled"))
+            self._finish(seq, SequenceDone("cancelled"))
 
     def batch_size(self) -> int:
         """Sequences in the running (decoding) batch."""
@@ -176,6 +175,8 @@ class Engine:
         """Release or cache the sequence's state and tell its consumer; never raises."""
         if seq.phase is Phase.DONE:
             return
+        if self._draining and done.reason == "cancelled":  # ended by the drain, wherever it was
+            done = SequenceDone("error", ServerShuttingDown(SHUTTING_DOWN))
         for bucket in (self._waiting, self._running):
             if seq in bucket:
                 bucket.remove(seq)
