@@ -37,6 +37,9 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     arch, caveat = served_rope(arch, context, model_config.context_extension)
     if caveat:
         log.warning("%s", caveat)
+    if engine_config.kv_pool_tokens < context:
+        log.warning("engine.kv_pool_tokens %d is less than the served context %d: a prompt that long cannot run",
+                    engine_config.kv_pool_tokens, context)
     tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
