@@ -123,6 +123,8 @@ class Pipeline:
                 if isinstance(message, PrefillDone):
                     usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
                 if isinstance(message, SequenceDone):
+                    self.metrics.request_finished(message.reason, usage.prompt_tokens, usage.cached_tokens_device,
+                                                  usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
                     return usage
         finally:
             if seq.phase.value != "done":

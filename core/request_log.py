@@ -56,7 +56,8 @@ class _Outcome:
     def line(self) -> tuple[int, str]:
         """(log level, the text after the duration)."""
         if self.status >= 400:
-            reason = error_reason(decoded(self.body)) or (self.body[:200].decode("utf-8", "replace").strip() or "no body")
+            text = self.body[:200].decode("utf-8", "replace").replace("\n", " ").strip()
+            reason = error_reason(decoded(self.body)) or text or "no body"
             return logging.WARNING, f" {reason}"
         if self.reason and self.ws_errors:
             return logging.WARNING, f" {self.ws_errors} error frame(s), last: {self.reason}"

@@ -72,7 +72,9 @@ def responses(server, streamed):
 
 
 def responses_websocket(server, streamed):
-    body = {"type": "response.create", "model": "gpt-5", "input": "Say hi.", "max_output_tokens": 4}
+    """``streamed`` False: a ``generate: false`` warm-up (prefill only, still one request)."""
+    body = {"type": "response.create", "model": "gpt-5", "input": "Say hi.", "max_output_tokens": 4,
+            **({} if streamed else {"generate": False})}
     with connect(server.base_url.replace("http", "ws") + "/v1/responses") as socket:
         socket.send(json.dumps(body))
         while True:
@@ -102,9 +104,10 @@ def test_the_embedded_model_serves_a_long_context_and_says_so(server):
 
 
 @pytest.mark.parametrize("protocol,streamed", [(chat, False), (chat, True), (responses, False), (responses, True),
-                                               (responses_websocket, True), (anthropic, False), (anthropic, True)],
+                                               (responses_websocket, True), (responses_websocket, False),
+                                               (anthropic, False), (anthropic, True)],
                          ids=["chat", "chat-stream", "responses", "responses-stream", "responses-ws",
-                              "anthropic", "anthropic-stream"])
+                              "responses-ws-warm-up", "anthropic", "anthropic-stream"])
 def test_each_request_is_counted_once(server, protocol, streamed):
     before = scrape(server)
     prompt, generated = protocol(server, streamed)
@@ -117,7 +120,8 @@ def test_each_request_is_counted_once(server, protocol, streamed):
     assert delta('vllm:request_success_total{finished_reason=cancelled}') == 0
     assert delta("vllm:prompt_tokens_total") == prompt > 0
     assert delta("kvgate_prompt_tokens_total{source=computed}") == prompt  # the cache is off
-    assert delta("vllm:generation_tokens_total") == delta("kvgate_generation_tokens_total") == generated > 0
+    assert delta("vllm:generation_tokens_total") == delta("kvgate_generation_tokens_total") == generated
+    assert (generated > 0) == (protocol is not responses_websocket or streamed)
 
 
 def test_failures_are_logged_with_their_reason(server):
