@@ -122,3 +122,15 @@ def test_served_context_rules():
     assert declared_scaling({"type": "yarn", "original_max_position_embeddings": 32768}, 131072)["factor"] == 4.0
     plain, caveat = served_rope(arch, 16384, "none")
     assert plain.rope_scaling is None and "extrapolation" in caveat
+
+
+def test_a_gguf_declaring_yarn_keeps_it():
+    from kvgate.models.gguf_loader import hf_config as gguf_hf_config
+
+    meta = {"general.architecture": "qwen2", "qwen2.attention.head_count": 4, "qwen2.embedding_length": 256,
+            "qwen2.feed_forward_length": 512, "qwen2.block_count": 2, "qwen2.context_length": 131072,
+            "qwen2.vocab_size": VOCAB, "qwen2.rope.scaling.type": "yarn", "qwen2.rope.scaling.factor": 4.0,
+            "qwen2.rope.scaling.original_context_length": 32768}
+    arch = LlamaArch.from_hf_config(gguf_hf_config(meta, has_output=True))
+    assert arch.rope_scaling == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert served_rope(arch, 131072, "yarn") == (arch, None)  # declared: served as is, no caveat
