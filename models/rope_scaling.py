@@ -64,7 +64,9 @@ def served_rope(arch: Any, context: int, extension: str) -> tuple[Any, Optional[
         scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained}
     elif extension == "linear":
         scaling = {"rope_type": "linear", "factor": factor}
+    effect = (f"answers past {trained} tokens degrade" if extension == "none" else
+              f"without fine-tuning this lowers answer quality somewhat at every length, more past {trained} tokens")
     caveat = (f"serving {context} tokens of context, {factor:g}x the trained {trained}, through "
-              f"{EXTENSION_NAMES[extension]} (model.context_extension): the model was not trained past "
-              f"{trained} tokens, so long prompts get lower-quality answers")
+              f"{EXTENSION_NAMES[extension]} (model.context_extension): {effect}; "
+              f"model.max_context = {trained} serves the model as trained")
     return attrs.evolve(arch, rope_scaling=scaling), caveat
