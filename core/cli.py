@@ -58,8 +58,11 @@ def serve(config_path, model, host, port, log_level) -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"kvgate serving {config.model.name!r} on http://{config.server.host}:{config.server.port}", err=True)
-    uvicorn.run(app, host=config.server.host, port=config.server.port, log_level=log_level.lower(),
-                access_log=False, timeout_graceful_shutdown=5)
+    from kvgate.core.shutdown import DrainingServer
+
+    server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
+                                   log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5)
+    DrainingServer(server_config, app.state.ctx.pipeline.engine.drain).run()
 
 
 @cli.command()
@@ -105,11 +108,19 @@ def _runtimes(pm) -> dict:
 
 
 def _served_model(config, pm) -> dict:
+    """The served model's dialect and chat format, from its config and template: no weights load."""
     from kvgate.core.dialect_choice import build_chat_format
-    from kvgate.core.model_loading import load_runtime
+    from kvgate.core.model_runtimes import choose_runtime, collect_runtimes
+    from kvgate.core.model_sources import default_model_path, read_model_source
 
     try:
-        runtime = load_runtime(config, pm)
+        source = read_model_source(pm, config.model.path or default_model_path(pm))
+        runtimes = collect_runtimes(pm)
+        name = choose_runtime(runtimes, source)
+        if runtimes.get(name).preview is None:
+            return {"name": config.model.name, "runtime": name,
+                    "error": f"the {name} runtime cannot describe a model without loading it"}
+        runtime = runtimes.get(name).preview(source)
         dialect_name, dialect, chat_format = build_chat_format(config, pm, runtime)
     except (ConfigError, Exception) as exc:  # report, don't crash: this is a listing command
         return {"name": config.model.name, "error": str(exc)}

@@ -64,7 +64,10 @@ class ModelConfig:
     dialect_variant: str = ""  # empty = the dialect picks from the template (e.g. chatml_json qwen25 / qwen3)
     chat_format: str = ""  # empty = the model's Jinja template with the dialect
     max_context: int = attrs.field(default=0, validator=_non_negative)  # 0 = the trained context
-    allow_context_extension: bool = False  # serve past the trained context (RoPE; quality degrades)
+    allow_context_extension: bool = False  # serve past the trained context (quality degrades)
+    # how a model that declares no rope scaling is extended past its trained context
+    context_extension: str = attrs.field(default="yarn", validator=_one_of("yarn", "linear", "none"))
+    strict_model_name: bool = False  # false: any requested model name is served (one model); true: 404
     threads: int = attrs.field(default=0, validator=_non_negative)  # 0 = torch default
 
 
@@ -77,7 +80,7 @@ class EngineConfig:
     prefill_alone: int = attrs.field(default=8192, validator=_non_negative)  # 0 = always chunk
     block_size: int = attrs.field(default=16, validator=_positive)
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
-    default_max_tokens: int = attrs.field(default=0, validator=_non_negative)  # 0 = to the context end
+    default_max_tokens: int = attrs.field(default=4096, validator=_non_negative)  # 0 = to the context end
     speculative_ngram: int = attrs.field(default=0, validator=_non_negative)  # draft length; 0 = off
     # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
     deterministic: bool = False

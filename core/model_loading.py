@@ -22,4 +22,8 @@ def load_runtime(config: Config, pm: pluggy.PluginManager) -> ModelRuntime:
     name = choose_runtime(runtimes, source)
     log.info("loading %s (%s, %s) with the %s runtime", source.path, source.kind, source.architecture, name)
     cache_dir = str(config.path_in_state("", "models"))
-    return runtimes.get(name).load(source, config.model, config.engine, cache_dir)
+    try:
+        return runtimes.get(name).load(source, config.model, config.engine, cache_dir)
+    except ValueError as exc:  # a model that cannot be served as configured: one line, no traceback
+        message = str(exc)
+        raise ConfigError(message if message.startswith("model.") else f"model.path: {message}") from None

@@ -8,7 +8,7 @@ these declarations. An architecture declared by two runtimes is an error, never 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import attrs
 import pluggy
@@ -21,19 +21,37 @@ _names = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen
+class PreviewInfo:
+    architecture: str
+
+
+@attrs.frozen
+class ModelPreview:
+    """What dialect and chat-format choice need of a runtime, without its weights: ``info.architecture``,
+    ``chat_template`` and ``special_tokens`` (the attributes of a loaded runtime they read)."""
+
+    info: PreviewInfo
+    chat_template: Optional[str]
+    special_tokens: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
 class RuntimeSpec:
     """What one model runtime loads, and how.
 
     ``load(source, model_config, engine_config, cache_dir)`` returns a
     :class:`~kvgate.core.runtime.ModelRuntime`. ``hf_model_types`` and ``hf_architectures`` are
     the ``model_type`` and ``architectures`` class names of a Hugging Face ``config.json``;
-    ``gguf_architectures`` the ``general.architecture`` values of a GGUF file.
+    ``gguf_architectures`` the ``general.architecture`` values of a GGUF file. ``preview(source)``
+    (optional) returns a :class:`ModelPreview` read from the source's config and chat template
+    without loading tensors (``kvgate plugins`` uses it).
     """
 
     load: Callable[..., Any]
     hf_model_types: tuple[str, ...] = _names
     hf_architectures: tuple[str, ...] = _names
     gguf_architectures: tuple[str, ...] = _names
+    preview: Optional[Callable[[ModelSource], "ModelPreview"]] = None
 
     def declared(self) -> dict[str, tuple[str, ...]]:
         """The names this runtime loads, by source kind."""

@@ -113,7 +113,6 @@ class Pipeline:
 
     async def _events(self, request: ChatRequest, seq: Sequence, queue: asyncio.Queue) -> AsyncIterator[Event]:
         run = _Run(self, request, seq)
-        finished = False
         try:
             yield Started(len(seq.prompt))
             while True:
@@ -123,12 +122,11 @@ class Pipeline:
                     yield Heartbeat()
                     continue
                 for event in run.handle(message):
-                    yield event
+                    yield event  # a consumer may stop here, after Finished: the request is recorded
                 if isinstance(message, SequenceDone):
-                    finished = True
                     return
         finally:
-            if not finished:
+            if not run.recorded:  # the consumer went away before the sequence finished
                 self.engine.cancel(seq)
                 run.record("cancelled", 0)
 
@@ -147,6 +145,8 @@ class Pipeline:
                 if isinstance(message, PrefillDone):
                     usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
                 if isinstance(message, SequenceDone):
+                    self.metrics.request_finished(message.reason, usage.prompt_tokens, usage.cached_tokens_device,
+                                                  usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
                     return self.reported(usage)
         finally:
             if seq.phase.value != "done":
@@ -171,6 +171,7 @@ class _Run:
         self.stop_sequence: Optional[str] = None
         self.started = time.monotonic()
         self.last_token_at: Optional[float] = None
+        self.recorded = False  # the request is counted in the metrics once, when it ends
 
     def handle(self, message) -> list[Event]:
         if isinstance(message, PrefillDone):
@@ -210,6 +211,9 @@ class _Run:
         return events
 
     def record(self, reason: str, interventions: int) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
         self.pipeline.metrics.request_finished(
             reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
             self.usage.completion_tokens, interventions, len(self.issues))

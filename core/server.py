@@ -47,8 +47,9 @@ class ServerContext:
         return self.keyring
 
     def resolve_model(self, requested: Optional[str]) -> str:
-        """The served model for ``requested`` (its own name or an alias pattern), else ModelNotFound."""
-        if not requested or requested == self.config.model.name:
+        """The served model for ``requested``: any name (the server has one model), or with
+        ``model.strict_model_name`` its own name or an alias pattern, else ModelNotFound."""
+        if not requested or requested == self.config.model.name or not self.config.model.strict_model_name:
             return self.config.model.name
         if any(fnmatch.fnmatchcase(requested, pattern) for pattern in self.config.model.aliases):
             return self.config.model.name

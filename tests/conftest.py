@@ -25,7 +25,8 @@ def _load_smollm2(dtype: str, cache_dir: str):
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
 
-    return load_runtime(resolve_source(""), ModelConfig(dtype=dtype), EngineConfig(), cache_dir)
+    # the trained 8,192 (no YaRN): the comparisons against transformers load the plain GGUF
+    return load_runtime(resolve_source(""), ModelConfig(dtype=dtype, max_context=8192), EngineConfig(), cache_dir)
 
 
 @pytest.fixture(scope="session")

@@ -22,10 +22,21 @@ from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
 from kvgate.core.engine.speculative import speculative_decode_step
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
-from kvgate.core.errors import Overloaded
+from kvgate.core.errors import KvgateError, Overloaded
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate.engine")
+
+
+SHUTTING_DOWN = "The server is shutting down; retry the request."
+
+
+class ServerShuttingDown(KvgateError):
+    """The error an in-flight sequence ends with when the server drains."""
+
+    status = 503
+    code = "overloaded"
+    kind = "overloaded_error"
 
 
 def decode_step_for(config: EngineConfig) -> steps.DecodeStep:
@@ -48,6 +59,7 @@ class Engine:
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvgate-load")
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
+        self._draining = False  # shutting down: in-flight sequences end with an error, new ones are refused
         self._in_flight = 0  # submitted and not yet finished, wherever they are
         self.decode_step: steps.DecodeStep = decode_step_for(config)
 
@@ -64,6 +76,15 @@ class Engine:
             self._thread.join(timeout=30)
         self._loader.shutdown(wait=False, cancel_futures=True)
 
+    def drain(self) -> None:
+        """Begin shutting down: refuse new requests and end every in-flight one with an error
+        (each protocol sends its error event), so that open streams close at once."""
+        with self._wake:
+            self._draining = True
+            for seq in list(self._inbox) + self._waiting + self._running:
+                seq.cancelled = True
+            self._wake.notify()
+
     def load(self) -> int:
         return self._in_flight
 
@@ -74,6 +95,8 @@ class Engine:
 
     def submit(self, seq: Sequence) -> None:
         with self._wake:
+            if self._draining:
+                raise Overloaded(SHUTTING_DOWN)
             if self._in_flight >= self.config.max_queue:
                 raise Overloaded(f"The request queue is full ({self.config.max_queue} requests); retry shortly.")
             self._in_flight += 1
@@ -157,6 +180,8 @@ class Engine:
         """Release or cache the sequence's state and tell its consumer; never raises."""
         if seq.phase is Phase.DONE:
             return
+        if self._draining and done.reason == "cancelled":  # ended by the drain, wherever it was
+            done = SequenceDone("error", ServerShuttingDown(SHUTTING_DOWN))
         for bucket in (self._waiting, self._running):
             if seq in bucket:
                 bucket.remove(seq)

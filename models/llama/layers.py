@@ -11,6 +11,8 @@ from typing import Any, Optional
 import attrs
 import torch
 
+from kvgate.models.rope_scaling import declared_scaling
+
 ARCHITECTURES = {"llama": "llama", "LlamaForCausalLM": "llama", "qwen2": "qwen2", "Qwen2ForCausalLM": "qwen2"}
 
 
@@ -44,15 +46,14 @@ class LlamaArch:
             hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
             rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
             theta = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
-            if (rope.get("rope_type") or rope.get("type") or "default") == "default":
-                rope = {}
+            trained = int(config.get("max_position_embeddings", 2048))
             return cls(
                 architecture=arch, vocab_size=int(config["vocab_size"]), hidden_size=hidden,
                 intermediate_size=int(config["intermediate_size"]), layers=int(config["num_hidden_layers"]),
                 heads=heads, kv_heads=int(config.get("num_key_value_heads") or heads),
                 head_dim=int(config.get("head_dim") or hidden // heads),
-                rms_eps=float(config.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=rope or None,
-                trained_context=int(config.get("max_position_embeddings", 2048)),
+                rms_eps=float(config.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=declared_scaling(rope, trained),
+                trained_context=trained,
                 tie_embeddings=bool(config.get("tie_word_embeddings", False)),
                 qkv_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
                 o_bias=arch == "llama" and bool(config.get("attention_bias", False)),

@@ -7,6 +7,7 @@ through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Optional
@@ -14,20 +15,31 @@ from typing import Optional
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
 from kvgate.models import gguf_cache
+from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded
 from kvgate.models.hf_loader import (DTYPES, eos_ids, int_or_none, load_weights, max_context, read_chat_template,
                                      read_json, read_special_tokens, read_tokenizer, resolve_device)
 from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
 from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.progress import Progress
+from kvgate.models.rope_scaling import served_rope
+
+log = logging.getLogger("kvgate")
 
 
 def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
-                      progress: Optional[Progress] = None) -> LlamaRuntime:
+                      progress: Optional[Progress] = None, default_context: int = 0) -> LlamaRuntime:
+    """``default_context``: served when ``model.max_context`` is 0 (the embedded model's own)."""
     progress = progress or Progress(path)
     directory = Path(path)
     config = read_json(directory / "config.json")
     arch = LlamaArch.from_hf_config(config)
-    context = max_context(arch, model_config)
+    context = max_context(arch, model_config, default_context)
+    arch, caveat = served_rope(arch, context, model_config.context_extension)
+    if caveat:
+        log.warning("%s", caveat)
+    if engine_config.kv_pool_tokens < context:
+        log.warning("engine.kv_pool_tokens %d is less than the served context %d: a prompt that long cannot run",
+                    engine_config.kv_pool_tokens, context)
     tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
@@ -58,4 +70,5 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     if source.kind != "gguf":
         raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
     directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress)
-    return load_hf_directory(str(directory), model_config, engine_config, progress)
+    default_context = EMBEDDED_CONTEXT if is_embedded(source.path) else 0
+    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context)

@@ -13,8 +13,16 @@ def load(source, model_config, engine_config, cache_dir):
     return load_runtime(source, model_config, engine_config, cache_dir)
 
 
+def preview(source):
+    """The source's architecture and chat template, no tensors (see :mod:`kvgate.models.llama.preview`)."""
+    from kvgate.models.llama.preview import preview_source
+
+    return preview_source(source)
+
+
 SPEC = RuntimeSpec(load=load, hf_model_types=("llama", "qwen2"),
-                   hf_architectures=("LlamaForCausalLM", "Qwen2ForCausalLM"), gguf_architectures=("llama", "qwen2"))
+                   hf_architectures=("LlamaForCausalLM", "Qwen2ForCausalLM"), gguf_architectures=("llama", "qwen2"),
+                   preview=preview)
 
 
 @hookimpl

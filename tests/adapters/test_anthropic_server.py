@@ -24,7 +24,8 @@ NO_TOOL_CALL = "SmolLM2 produced no tool call (reliable only where token fences 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # exact cached-token counts: a test below measures reuse to the token (the default rounds to blocks)
-    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"]}, "cache": {"cached_tokens_granularity": 1}}
+    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["claude-*"], "strict_model_name": True},
+                "cache": {"cached_tokens_granularity": 1}}
     with ServerProcess(tmp_path_factory.mktemp("anthropic"), settings=settings) as proc:
         yield proc
 

@@ -19,7 +19,7 @@ HELLO = [{"role": "user", "content": "Write a sentence about cats."}]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["gpt-*", "claude-test"]},
+    settings = {"model": {"max_context": MAX_CONTEXT, "aliases": ["gpt-*", "claude-test"], "strict_model_name": True},
                 "engine": {"max_queue": 1}}  # one request at a time: a second concurrent one is refused
     with ServerProcess(tmp_path_factory.mktemp("openai_chat"), settings=settings) as proc:
         yield proc

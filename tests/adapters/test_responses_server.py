@@ -26,7 +26,7 @@ TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather for
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("responses"), {"server": {"log_requests": True}}) as proc:
+    with ServerProcess(tmp_path_factory.mktemp("responses"), {"server": {"log_requests": True}, "model": {"strict_model_name": True, "max_context": 8192}}) as proc:
         yield proc
 
 

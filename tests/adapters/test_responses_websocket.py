@@ -23,7 +23,8 @@ LIMIT = 2
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"server": {"max_websocket_connections": LIMIT, "log_requests": True}}
+    settings = {"server": {"max_websocket_connections": LIMIT, "log_requests": True},
+                "model": {"max_context": 8192}}  # the trained context: "word " * 9000 overflows it
     with ServerProcess(tmp_path_factory.mktemp("responses-ws"), settings) as proc:
         yield proc
 

@@ -50,7 +50,7 @@ def claude_bin() -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"aliases": ["claude-*"]}, "server": {"log_requests": True}}
+    settings = {"model": {"aliases": ["claude-*"], "max_context": SMOLLM2_CONTEXT}, "server": {"log_requests": True}}
     with ServerProcess(tmp_path_factory.mktemp("claude_code"), settings=settings) as proc:
         yield proc
 

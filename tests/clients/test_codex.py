@@ -116,7 +116,8 @@ def test_codex_exec_over_websocket(codex_bin, server, tmp_path):
 
 
 def test_codex_sees_context_overflow_at_the_default_limit(codex_bin, tmp_path):
-    with ServerProcess(tmp_path / "server", {"server": {"log_requests": True}}) as default_server:
+    trained = {"server": {"log_requests": True}, "model": {"max_context": 8192}}  # SmolLM2's trained context
+    with ServerProcess(tmp_path / "server", trained) as default_server:
         code, events, stderr = run_codex(codex_bin, default_server, tmp_path / "client", websockets=False)
         log = default_server.log()
     assert code != 0 and not agent_messages(events)

@@ -77,7 +77,7 @@ def test_converted_weights_are_cached_and_a_damaged_entry_is_rebuilt(smollm2_run
 
     monkeypatch.setattr(gguf_cache, "convert_gguf", no_conversion)
     caplog.set_level("INFO", logger="kvgate.models")
-    again = load_runtime(source, ModelConfig(dtype="bf16"), EngineConfig(), smollm2_model_cache)
+    again = load_runtime(source, ModelConfig(dtype="bf16", max_context=8192), EngineConfig(), smollm2_model_cache)
     assert again.fingerprint == smollm2_runtime_bf16.fingerprint
     assert "model ready" in caplog.text
 
@@ -85,5 +85,5 @@ def test_converted_weights_are_cached_and_a_damaged_entry_is_rebuilt(smollm2_run
     shutil.copytree(entry, copy / entry.name)
     (copy / entry.name / "model.safetensors").write_bytes(b"\x00" * 64)
     monkeypatch.setattr(gguf_cache, "convert_gguf", gguf_loader.convert_gguf)
-    rebuilt = load_runtime(source, ModelConfig(dtype="bf16"), EngineConfig(), str(copy))
+    rebuilt = load_runtime(source, ModelConfig(dtype="bf16", max_context=8192), EngineConfig(), str(copy))
     assert rebuilt.fingerprint == smollm2_runtime_bf16.fingerprint

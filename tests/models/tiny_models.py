@@ -18,6 +18,18 @@ TINY_CONFIGS = {
     # linear rope scaling, multi-head attention, attention biases (q/k/v and o)
     "llama_linear": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=4, attention_bias=True,
                          tie_word_embeddings=False, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    # YaRN (Qwen3-style: factor over an original context shorter than the prompt)
+    "llama_yarn": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                       rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}),
+    # YaRN with DeepSeek's mscale / mscale_all_dim attention factor and custom betas, untruncated
+    "llama_yarn_mscale": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=2,
+                              tie_word_embeddings=False,
+                              rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16,
+                                            "mscale": 0.707, "mscale_all_dim": 1.0, "beta_fast": 16,
+                                            "beta_slow": 2, "truncate": False}),
+    # dynamic NTK (recomputed by transformers past max_position_embeddings, fixed at the served context here)
+    "llama_dynamic": dict(model_type="llama", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                          rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
     # Qwen2: q/k/v biases, GQA, tied
     "qwen2_bias": dict(model_type="qwen2", num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
 }

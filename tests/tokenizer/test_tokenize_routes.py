@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("tokenize"), {"cache": {"ssd_enabled": False}}) as running:
+    with ServerProcess(tmp_path_factory.mktemp("tokenize"), {"cache": {"ssd_enabled": False}, "model": {"strict_model_name": True}}) as running:
         yield running
 
 
