@@ -17,6 +17,7 @@ from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import FencePlan, plan_for
 from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
+from kvgate.core.fence.schema_prepare import SchemaPreparer
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.types import ChatRequest
 
@@ -72,6 +73,10 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     "reasoning", "after_reasoning"). Raises FenceError for an incompatible tokenizer and
     FenceRequestError for a constraint that cannot compile.
     """
+    relaxed: list[str] = []
+    if config.fence.enabled and plan_for(request, start_in).constrains:
+        preparer = schema_preparer(pm, config, tokenizer_info)
+        request, relaxed = preparer.prepare_request(request)
     plan = plan_for(request, start_in)
     matcher = closer = prefer = call_cost = None
     if config.fence.enabled and plan.constrains:
@@ -93,7 +98,21 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     if matcher is not None:
         plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost)
     canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
+    fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
+    fence.relaxed = relaxed
+    return fence
+
+
+def schema_preparer(pm, config: Config, info: TokenizerInfo) -> SchemaPreparer:
+    """The schema preparer of this backend and these limits (one per tokenizer, with its cache)."""
+    backend = grammar_backend(pm, config.fence.backend, info)
+    key = ("schemas", config.fence.backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
+    with info.lock:
+        preparer = info.backends.get(key)
+        if preparer is None:
+            preparer = SchemaPreparer(backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
+            info.backends[key] = preparer
+    return preparer
 
 
 def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:
