@@ -39,7 +39,8 @@ class FenceAdmission:
             return await asyncio.wait_for(asyncio.shield(work), self.budget_s)
         except asyncio.TimeoutError:
             work.add_done_callback(_quiet)
-            names = ", ".join(repr(tool.name) for tool in request.tools) or "response_format"
+            names = ", ".join(repr(tool.name) for tool in request.tools[:5]) or "response_format"
+            names += f" and {len(request.tools) - 5} more tools" if len(request.tools) > 5 else ""
             log.warning("fence for %s over its %.1fs compile budget; request refused", names, self.budget_s)
             raise FenceRequestError(f"the constraint of {names} did not compile within {self.budget_s:g} s "
                                     f"([fence] compile_budget_s); simplify its schema", param="tools") from None

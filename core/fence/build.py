@@ -79,6 +79,7 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     """
     relaxed: list[str] = []
     if config.fence.enabled and plan_for(request, start_in).constrains:
+        verify_dialect(tokenizer_info, dialect)  # a tokenizer that cannot spell the markup fails first
         preparer = schema_preparer(pm, config, tokenizer_info)
         request, relaxed = preparer.prepare_request(request)
     plan = plan_for(request, start_in)
