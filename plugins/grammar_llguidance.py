@@ -57,7 +57,7 @@ class LlgMatcher:
             raise FenceError(f"grammar rollback of {count} tokens failed: {self.inner.get_error()}")
 
     def copy(self) -> "LlgMatcher":
-        return LlgMatcher(self.inner.deep_copy())
+        return type(self)(self.inner.deep_copy())
 
     def forced_tokens(self) -> list[int]:
         return self.inner.compute_ff_tokens()
