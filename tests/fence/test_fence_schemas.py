@@ -124,3 +124,14 @@ def test_repeated_tool_list_compiles_once(chatml, smol_info, config, pm):
     second = time.monotonic() - started
     print(f"Claude Code's 24 tools: first build {first * 1000:.0f} ms, second {second * 1000:.1f} ms")
     assert second < 0.1 and second < first / 5
+
+
+def test_refs_compile_in_a_dialect_that_writes_each_parameter_alone(smol_info, config, pm):
+    from kvgate.core.plugins import collect
+
+    glm = collect(pm, "register_dialects", "dialect").get("glm_xml")()
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/x"}, "b": {"$ref": "#/$defs/b"}},
+              "definitions": {"x": {"type": "integer"}},
+              "$defs": {"b": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/b"}}}}}}
+    fence = build_request_fence(forced(Tool("f", "", schema)), glm, smol_info, config, pm)
+    assert fence is not None and any("recursive" in note for note in fence.relaxed)
