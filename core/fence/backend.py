@@ -79,5 +79,5 @@ def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
                 raise FenceError(f"no grammar backend {wanted} (registered: {known}); "
                                  f"set [fence] backend or enable the plugin")
             backend = registry.get(chosen)(info)
-            info.backends[name] = backend
+            info.backends[name] = info.backends[chosen] = backend
         return backend

@@ -113,24 +113,24 @@ def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Any, p
     with info.lock:
         cache = info.backends.setdefault("constraints", OrderedDict())
         hit = cache.get(key)
-        if hit is not None:
+        if hit is not None and hit[0] is dialect:  # the entry holds its dialect, so ids are not reused
             cache.move_to_end(key)
-            return hit
+            return hit[1], hit[2]
     grammar = grammar_for(dialect, plan)
     info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
     backend = grammar_backend(pm, config.fence.backend, info)
-    entry = (backend.matcher(grammar), shortest_call(backend, closer, dialect, plan, prefer))
+    entry = (dialect, backend.matcher(grammar), shortest_call(backend, closer, dialect, plan, prefer))
     with info.lock:
         cache[key] = entry
         while len(cache) > CONSTRAINT_CACHE_SIZE:
             cache.popitem(last=False)
-    return entry
+    return entry[1], entry[2]
 
 
 def plan_key(dialect: Any, plan: FencePlan, backend: str) -> str:
     """A digest of everything a fence grammar depends on."""
     tools = [[tool.name, tool.namespace, tool.parameters] for tool in plan.tools]
-    text = json.dumps([getattr(dialect, "name", ""), backend, tools, plan.mode, plan.max_calls, plan.response_schema,
+    text = json.dumps([id(dialect), getattr(dialect, "name", ""), backend, tools, plan.mode, plan.max_calls, plan.response_schema,
                        plan.start_in], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
