@@ -4,6 +4,7 @@ constraint compiled off the event loop stalls no other request."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -57,6 +58,26 @@ def test_invalid_schema_is_a_short_400_in_the_protocol_shape(server, shape):
     error = reply.json()["error"]
     assert "'f'" in error["message"] and "type" in error["message"]
     assert (reply.json().get("type") == "error") == (shape is anthropic)
+
+
+def test_websocket_serves_a_recursive_schema_and_refuses_a_non_schema_in_frames(server):
+    from websockets.sync.client import connect
+
+    def create(socket, schema) -> dict:
+        _, body = responses(schema)
+        socket.send(json.dumps({"type": "response.create", **body}))
+        while True:
+            frame = json.loads(socket.recv(timeout=120))
+            if frame["type"] in ("response.completed", "response.incomplete", "response.failed", "error"):
+                return frame
+
+    with connect(server.base_url.replace("http://", "ws://") + "/v1/responses") as socket:
+        served = create(socket, RECURSIVE)
+        refused = create(socket, INVALID)
+        again = create(socket, RECURSIVE)  # the socket stays usable after the refusal
+    assert served["type"] == "response.incomplete" and "relaxed_schema" in served["response"]["kvgate"]
+    assert refused["type"] == "error" and "'f'" in json.dumps(refused) and len(json.dumps(refused)) < 600
+    assert again["type"] == "response.incomplete"
 
 
 def test_costly_constraint_does_not_stall_a_concurrent_request(server):
