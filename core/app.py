@@ -66,7 +66,9 @@ def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, diale
         start_in = parser_start(request) if parser_start else "content"
         return build_request_fence(request, dialect, info, config, pm, start_in=start_in)
 
-    return build
+    from kvgate.core.fence.admission import FenceAdmission
+
+    return FenceAdmission(build, config.fence.compile_budget_s)
 
 
 def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:

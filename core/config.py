@@ -114,6 +114,9 @@ class CacheConfig:
 class FenceConfig:
     enabled: bool = True
     backend: str = ""  # empty = the one registered grammar backend
+    compile_budget_s: float = attrs.field(default=2.0, validator=_positive)  # per request, off the engine thread
+    schema_recursion_depth: int = attrs.field(default=5, validator=_positive)  # a recursive $ref unrolls this deep
+    max_pattern_chars: int = attrs.field(default=4096, validator=_positive)  # a longer `pattern` is not enforced
 
 
 @attrs.define

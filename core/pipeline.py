@@ -87,8 +87,8 @@ class Pipeline:
         device = (usage.cached_tokens_device + usage.cached_tokens_ssd) // step * step - ssd
         return attrs.evolve(usage, cached_tokens_device=device, cached_tokens_ssd=ssd)
 
-    def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver):
-        fence = self.fence_builder(request) if (self.fence_builder and generate) else None
+    def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver,
+                  fence: Any = None):
         return Sequence(
             prompt=prompt, params=request.sampling, max_tokens=max_tokens,
             stop_token_ids=frozenset() if request.extra.get("ignore_eos") else frozenset(self.runtime.info.eos_token_ids),
@@ -105,13 +105,23 @@ class Pipeline:
         """
         prompt = self.encode_prompt(request)
         max_tokens = self._max_tokens(request, self._check_fits(prompt))
+        return self._events(request, prompt, max_tokens)
+
+    async def admit_fence(self, request: ChatRequest) -> Any:
+        """The request's fence, checked and compiled before admission (off the event loop when the
+        builder offers ``admit``); a constraint that cannot be served raises its 400 here."""
+        if self.fence_builder is None:
+            return None
+        admit = getattr(self.fence_builder, "admit", None)
+        return await admit(request) if admit is not None else self.fence_builder(request)
+
+    async def _events(self, request: ChatRequest, prompt: list[int], max_tokens: int) -> AsyncIterator[Event]:
+        fence = await self.admit_fence(request)
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m))
+        seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m),
+                             fence)
         self.engine.submit(seq)
-        return self._events(request, seq, queue)
-
-    async def _events(self, request: ChatRequest, seq: Sequence, queue: asyncio.Queue) -> AsyncIterator[Event]:
         run = _Run(self, request, seq)
         try:
             yield Started(len(seq.prompt))
@@ -235,5 +245,7 @@ class _Run:
             reason = "error"
         self.record(reason, done.guard_interventions)
         usage = self.pipeline.reported(self.usage)
-        events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error))
+        relaxed = list(getattr(self.seq.fence, "relaxed", None) or [])
+        events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error,
+                               relaxed))
         return events

@@ -182,6 +182,7 @@ class Finished:
     guard_interventions: int = 0
     issues: list[ParseIssue] = attrs.field(factory=list)
     error: Optional[str] = None  # set when reason == "error": what went wrong after the stream began
+    relaxed: list[str] = attrs.field(factory=list)  # schema keywords the fence did not enforce
 
 
 @attrs.define

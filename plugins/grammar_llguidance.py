@@ -15,12 +15,23 @@ import llguidance
 import numpy as np
 
 from kvgate.core.fence.errors import FenceError, FenceRequestError
-from kvgate.core.fence.grammar import Node
+from kvgate.core.fence.grammar import Node, json_node
+from kvgate.core.fence.mask import bitmask_words
 from kvgate.core.fence.lark import to_lark
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.hookspecs import hookimpl
 
 TEMPLATE_CACHE_SIZE = 128
+# JSON Schema keywords llguidance 1.9 refuses ("Unimplemented keys"): the fence drops them (a superset)
+UNSUPPORTED_KEYWORDS = frozenset({
+    "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+    "unevaluatedItems", "uniqueItems", "contains", "minContains", "maxContains", "not", "if", "then", "else",
+    "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+})
+FORMATS = frozenset({
+    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri", "unknown",
+})
+ERROR_CHARS = 300
 STEP_LEXER_FUEL = 4_000_000  # 20x the default: a mask that runs out of fuel comes back empty
 
 
@@ -46,7 +57,7 @@ class LlgMatcher:
             raise FenceError(f"grammar rollback of {count} tokens failed: {self.inner.get_error()}")
 
     def copy(self) -> "LlgMatcher":
-        return LlgMatcher(self.inner.deep_copy())
+        return type(self)(self.inner.deep_copy())
 
     def forced_tokens(self) -> list[int]:
         return self.inner.compute_ff_tokens()
@@ -66,6 +77,8 @@ class LlgMatcher:
 
 class LlgBackend:
     name = "llguidance"
+    unsupported_keywords = UNSUPPORTED_KEYWORDS
+    formats = FORMATS
 
     def __init__(self, info: TokenizerInfo):
         self.info = info
@@ -94,13 +107,35 @@ class LlgBackend:
         return LlgMatcher(template.deep_copy())
 
     def compile(self, text: str) -> llguidance.LLMatcher:
-        compiled = llguidance.LLMatcher.grammar_from_lark(text)
-        limits = llguidance.LLParserLimits(step_lexer_fuel=STEP_LEXER_FUEL)
-        matcher = llguidance.LLMatcher(self.tokenizer, compiled, log_level=0, limits=limits)
+        matcher = self.build(text)
         if matcher.is_error():
-            raise FenceRequestError(f"the requested constraint cannot be compiled: {matcher.get_error()}",
+            raise FenceRequestError(f"the requested constraint cannot be compiled: {short(matcher.get_error())}",
                                     param="tools")
         return matcher
+
+    def build(self, text: str) -> llguidance.LLMatcher:
+        compiled = llguidance.LLMatcher.grammar_from_lark(text)
+        limits = llguidance.LLParserLimits(step_lexer_fuel=STEP_LEXER_FUEL)
+        return llguidance.LLMatcher(self.tokenizer, compiled, log_level=0, limits=limits)
+
+    def schema_error(self, schema) -> str:
+        """Why ``schema`` alone does not compile (its first mask included), or ''."""
+        matcher = self.build(self.lark(json_node(schema)))
+        if not matcher.is_error():
+            mask = np.zeros(bitmask_words(self.info.vocab_size), dtype=np.int32)
+            matcher.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
+        return short(matcher.get_error()) if matcher.is_error() else ""
+
+
+def short(error: str) -> str:
+    """The engine's message in one line: no grammar listing, no regex excerpt, no "at 3(5)" position."""
+    body = error.split("\n   1 |")[0]
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    reason = next((line[len("error:"):].strip() for line in lines if line.startswith("error:")), "")
+    text = lines[0] if lines else error.strip()
+    text = text.split(": ", 1)[1] if text.startswith("at ") and ": " in text else text
+    text = f"{text} {reason}" if reason else text
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "..."
 
 
 @hookimpl

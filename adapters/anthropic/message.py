@@ -31,6 +31,8 @@ def fold_message(events: Iterable[WireEvent]) -> Optional[dict[str, Any]]:
         elif name == "message_delta":
             message.update(data["delta"])
             message["usage"].update(data["usage"])
+            if "kvgate" in data:
+                message["kvgate"] = data["kvgate"]
         elif name == "error":
             return None
     return message

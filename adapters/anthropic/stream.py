@@ -101,7 +101,10 @@ class MessageStream:
         if self.completed_calls and not truncated_call and reason in ("end_turn", "max_tokens"):
             reason = "tool_use"  # complete calls are there to be run, even if output went on after them
         delta = {"stop_reason": reason, "stop_sequence": event.stop_sequence if reason == "stop_sequence" else None}
-        out.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}))
+        data = {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}
+        if event.relaxed:  # kvgate's extension: schema keywords the fence did not enforce
+            data["kvgate"] = {"relaxed_schema": list(event.relaxed)}
+        out.append(("message_delta", data))
         return out + [("message_stop", {"type": "message_stop"})]
 
     # -- blocks -------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Extensions beyond the OpenAI schema (the SDK keeps them in ``model_extra``):
 * ``usage.kvgate = {"cached_tokens_device": n, "cached_tokens_ssd": n}``: where cached prompt
   tokens came from (``prompt_tokens_details.cached_tokens`` is their sum).
 * ``kvgate = {"guard_interventions": n, "parse_issues": [{"message", "raw"}]}`` on the response
-  object (always) and on the finishing chunk (only when either is non-empty).
+  object (always) and on the finishing chunk (only when either is non-empty), plus
+  ``relaxed_schema: [str]`` when the fence did not enforce some schema keyword (then always).
 """
 
 from __future__ import annotations
@@ -75,8 +76,11 @@ def merge_issues(streamed: list[ParseIssue], finished: Finished) -> list[ParseIs
 
 
 def extension(finished: Finished, issues: list[ParseIssue]) -> dict[str, Any]:
-    return {"guard_interventions": finished.guard_interventions,
-            "parse_issues": [{"message": issue.message, "raw": issue.raw} for issue in issues]}
+    out = {"guard_interventions": finished.guard_interventions,
+           "parse_issues": [{"message": issue.message, "raw": issue.raw} for issue in issues]}
+    if finished.relaxed:
+        out["relaxed_schema"] = list(finished.relaxed)
+    return out
 
 
 def log_issue(meta: ResponseMeta, issue: ParseIssue) -> None:

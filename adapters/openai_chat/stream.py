@@ -96,7 +96,7 @@ class ChunkRenderer:
         reason = finish_reason(finished.reason, bool(self.streamed_args), self.meta.named_tool_choice)
         last = self.chunk({}, reason)
         issues = merge_issues(self.issues, finished)
-        if issues or finished.guard_interventions:
+        if issues or finished.guard_interventions or finished.relaxed:
             last["kvgate"] = extension(finished, issues)
         frames = [sse_event(last)]
         if self.meta.include_usage:

@@ -101,6 +101,8 @@ class StreamRenderer:
             self.current = OpenItem(kind="message", id=objects.new_id("msg"), output_index=0)
             events += open_events(self.current) + self._close()
         self.response["usage"] = objects.usage_object(finished.usage)
+        if finished.relaxed:  # kvgate's extension: schema keywords the fence did not enforce
+            self.response["kvgate"] = {"relaxed_schema": list(finished.relaxed)}
         if status == "incomplete":
             self.response["incomplete_details"] = {"reason": "max_output_tokens"}
         if status == "failed":

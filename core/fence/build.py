@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import OrderedDict
 from typing import Any, Optional
 
 import attrs
@@ -17,9 +20,11 @@ from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import FencePlan, plan_for
 from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
+from kvgate.core.fence.schema_prepare import SchemaPreparer
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.types import ChatRequest
 
+CONSTRAINT_CACHE_SIZE = 64
 CLOSING_LITERAL_KEYS = ("value_close", "param_close", "call_close", "invoke_close", "block_close")
 
 
@@ -72,17 +77,19 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     "reasoning", "after_reasoning"). Raises FenceError for an incompatible tokenizer and
     FenceRequestError for a constraint that cannot compile.
     """
+    relaxed: list[str] = []
+    if config.fence.enabled and plan_for(request, start_in).constrains:
+        verify_dialect(tokenizer_info, dialect)  # a tokenizer that cannot spell the markup fails first
+        preparer = schema_preparer(pm, config, tokenizer_info)
+        request, relaxed = preparer.prepare_request(request)
     plan = plan_for(request, start_in)
     matcher = closer = prefer = call_cost = None
     if config.fence.enabled and plan.constrains:
         verify_dialect(tokenizer_info, dialect)
-        grammar = grammar_for(dialect, plan)
-        tokenizer_info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
-        backend = grammar_backend(pm, config.fence.backend, tokenizer_info)
-        matcher = backend.matcher(grammar)
         closer = closer_for(tokenizer_info, dialect)
         prefer = closer.preferred(required_names(plan.tools))
-        call_cost = shortest_call(backend, closer, dialect, plan, prefer)
+        template, call_cost = compiled_constraint(pm, config, tokenizer_info, dialect, plan, closer, prefer)
+        matcher = template.copy()
     literals = getattr(dialect, "literals", {}) or {}
     setup = GuardSetup(config, tokenizer_info, literals.get("think_open", ""),
                        literals.get("think_close", ""), start_in == "reasoning")
@@ -93,7 +100,51 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     if matcher is not None:
         plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost)
     canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
-    return RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
+    fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
+    fence.relaxed = relaxed
+    return fence
+
+
+def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Any, plan: FencePlan, closer: Closer,
+                        prefer) -> tuple[Any, Optional[int]]:
+    """(template matcher, shortest call cost) of ``plan``, cached by the plan's content: an agent
+    that repeats its tool list composes and compiles its grammar once."""
+    key = plan_key(dialect, plan, config.fence.backend)
+    with info.lock:
+        cache = info.backends.setdefault("constraints", OrderedDict())
+        hit = cache.get(key)
+        if hit is not None and hit[0] is dialect:  # the entry holds its dialect, so ids are not reused
+            cache.move_to_end(key)
+            return hit[1], hit[2]
+    grammar = grammar_for(dialect, plan)
+    info.verify_literals(f"the fence grammar of dialect {dialect.name!r}", literals_in(grammar))
+    backend = grammar_backend(pm, config.fence.backend, info)
+    entry = (dialect, backend.matcher(grammar), shortest_call(backend, closer, dialect, plan, prefer))
+    with info.lock:
+        cache[key] = entry
+        while len(cache) > CONSTRAINT_CACHE_SIZE:
+            cache.popitem(last=False)
+    return entry[1], entry[2]
+
+
+def plan_key(dialect: Any, plan: FencePlan, backend: str) -> str:
+    """A digest of everything a fence grammar depends on."""
+    tools = [[tool.name, tool.namespace, tool.parameters] for tool in plan.tools]
+    text = json.dumps([id(dialect), getattr(dialect, "name", ""), backend, tools, plan.mode, plan.max_calls, plan.response_schema,
+                       plan.start_in], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def schema_preparer(pm, config: Config, info: TokenizerInfo) -> SchemaPreparer:
+    """The schema preparer of this backend and these limits (one per tokenizer, with its cache)."""
+    backend = grammar_backend(pm, config.fence.backend, info)
+    key = ("schemas", config.fence.backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
+    with info.lock:
+        preparer = info.backends.get(key)
+        if preparer is None:
+            preparer = SchemaPreparer(backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
+            info.backends[key] = preparer
+    return preparer
 
 
 def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:

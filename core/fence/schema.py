@@ -9,6 +9,7 @@ expression built from a trie of the literals (no look-around), so any engine can
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Iterable, Optional
 
 from kvgate.core.types import Tool
@@ -119,4 +120,14 @@ def properties(tool: Tool) -> list[tuple[str, Any, bool]]:
     params = tool_parameters(tool)
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
-    return [(name, schema, name in required) for name, schema in props.items() if isinstance(name, str)]
+    return [(name, with_definitions(schema, params), name in required) for name, schema in props.items()
+            if isinstance(name, str)]
+
+
+def with_definitions(schema: Any, root: dict[str, Any]) -> Any:
+    """A parameter's schema carrying the root's ``$defs`` / ``definitions`` when it refers to them,
+    so it compiles on its own (dialects that write each parameter separately)."""
+    if not isinstance(schema, dict) or '"$ref"' not in json.dumps(schema):
+        return schema
+    carried = {key: root[key] for key in ("$defs", "definitions") if isinstance(root.get(key), dict)}
+    return {**carried, **schema} if carried else schema

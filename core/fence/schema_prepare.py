@@ -1,0 +1,112 @@
+"""Every schema a request carries made servable before the request is admitted.
+
+:class:`SchemaPreparer` checks a schema against the JSON Schema meta-schema (short 400 when it is
+not one), normalises what constrains nothing away, relaxes what the grammar backend cannot enforce
+(:mod:`kvgate.core.fence.schema_normalize`), unrolls recursion (:mod:`kvgate.core.fence.schema_refs`)
+and test-compiles the result alone. If even that fails, the schema falls back to its ``type``,
+the nearest superset left. Results are cached by the schema's hash, so an agent's repeated tool
+list is prepared once; each relaxation is logged once, when first seen.
+
+A backend may declare ``unsupported_keywords`` (frozenset), ``formats`` (frozenset) and
+``schema_error(schema) -> str`` (why a lone schema does not compile, or '').
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import attrs
+
+from kvgate.core.fence.schema import tool_parameters
+from kvgate.core.fence.schema_check import check_schema
+from kvgate.core.fence.schema_normalize import Rules, normalize
+from kvgate.core.fence.schema_refs import bound_recursion
+from kvgate.core.types import ChatRequest, ResponseFormat
+
+log = logging.getLogger("kvgate.fence")
+CACHE_SIZE = 512
+
+
+@attrs.frozen
+class Prepared:
+    schema: Any
+    relaxed: tuple[str, ...] = ()
+
+
+class SchemaPreparer:
+    def __init__(self, backend: Any, depth: int = 5, max_pattern_chars: int = 4096):
+        self.backend = backend
+        self.depth, self.max_pattern_chars = depth, max_pattern_chars
+        self.cache: OrderedDict[str, Prepared] = OrderedDict()
+        self.patterns: OrderedDict[str, str] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def prepare_request(self, request: ChatRequest) -> tuple[ChatRequest, list[str]]:
+        """``request`` with every tool's parameters and the response schema prepared, and the
+        relaxations made ("<where>: <keyword> at <path> ...")."""
+        notes: list[str] = []
+        tools = []
+        for tool in request.tools:
+            where = f"tool {tool.name!r}"
+            prepared = self.prepare(tool_parameters(tool), where, "tools")
+            notes.extend(f"{where}: {note}" for note in prepared.relaxed)
+            tools.append(attrs.evolve(tool, parameters=prepared.schema))
+        fmt = request.response_format
+        if fmt.type == "json_schema" and isinstance(fmt.schema, (dict, bool)):
+            prepared = self.prepare(fmt.schema, "response_format", "response_format")
+            notes.extend(f"response_format: {note}" for note in prepared.relaxed)
+            fmt = ResponseFormat(fmt.type, prepared.schema if isinstance(prepared.schema, dict) else {},
+                                 fmt.name, fmt.strict)
+        return attrs.evolve(request, tools=tools, response_format=fmt), notes
+
+    def prepare(self, schema: Any, where: str, param: str) -> Prepared:
+        key = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
+        with self.lock:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache.move_to_end(key)
+                return hit
+        prepared = self._prepare(schema, where, param)
+        if prepared.relaxed:
+            log.warning("%s: schema relaxed for the grammar engine: %s", where, "; ".join(prepared.relaxed))
+        with self.lock:
+            self.cache[key] = prepared
+            while len(self.cache) > CACHE_SIZE:
+                self.cache.popitem(last=False)
+        return prepared
+
+    def _prepare(self, schema: Any, where: str, param: str) -> Prepared:
+        check_schema(schema, where, param)
+        rules = Rules(frozenset(getattr(self.backend, "unsupported_keywords", ())), getattr(self.backend, "formats", None),
+                      self.max_pattern_chars, self.pattern_error)
+        out = normalize(schema, rules)
+        out, recursive = bound_recursion(out, self.depth, where)
+        if recursive:
+            rules.notes.append(f"recursive $ref unrolled {self.depth} levels deep (any value below)")
+        error = self.schema_error(out)
+        if error:
+            kind = out.get("type") if isinstance(out, dict) else None
+            out = {"type": kind} if kind else {}
+            rules.notes.append(f"schema enforced as {json.dumps(out)} only (engine: {error.splitlines()[0][:100]})")
+        return Prepared(out, tuple(rules.notes))
+
+    def schema_error(self, schema: Any) -> str:
+        probe = getattr(self.backend, "schema_error", None)
+        return probe(schema) if callable(probe) else ""
+
+    def pattern_error(self, pattern: str) -> str:
+        with self.lock:
+            if pattern in self.patterns:
+                return self.patterns[pattern]
+        error = self.schema_error({"type": "string", "pattern": pattern})
+        error = error.splitlines()[0] if error else ""
+        with self.lock:
+            self.patterns[pattern] = error
+            while len(self.patterns) > CACHE_SIZE:
+                self.patterns.popitem(last=False)
+        return error
