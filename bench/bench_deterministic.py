@@ -1,0 +1,92 @@
+"""What the deterministic mode (``engine.deterministic``) costs, on the runtime alone.
+
+Two SmolLM2-135M bf16 runtimes share the weights' cache: the default attention and the batch- and
+split-invariant one. For each measure the two run interleaved, ``--repeats`` times, and the script
+prints medians and the ratio deterministic / default (above 1 = slower):
+cold prefill at 512 / 2,048 / 8,000 tokens (one forward), a hit's append of 213 tokens onto 3,000,
+and decode at batch 1 and batch 8 (tokens per second, 32 steps, ~1,000 tokens of context each).
+Usage: python bench/bench_deterministic.py [--repeats 3] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_hit_floor import timed_prefill  # noqa: E402
+from bench_runtime import wait_for_quiet  # noqa: E402
+
+
+def load(deterministic: bool):
+    from kvgate.core.config import EngineConfig, ModelConfig
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
+
+    cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
+                        EngineConfig(deterministic=deterministic), cache_dir)
+
+
+def decode_rate(runtime, prompts: list[list[int]], steps: int = 32) -> float:
+    """Aggregate tokens per second of ``steps`` batched decode steps over sessions of ``prompts``."""
+    sessions = [runtime.new_session() for _ in prompts]
+    try:
+        for session, prompt in zip(sessions, prompts):
+            runtime.prefill(session, prompt)
+        tokens = [p[-1] for p in prompts]
+        started = time.perf_counter()
+        for _ in range(steps):
+            tokens = runtime.decode(sessions, tokens).argmax(-1).tolist()
+        return steps * len(prompts) / (time.perf_counter() - started)
+    finally:
+        for session in sessions:
+            runtime.release(session)
+
+
+def measures(ids: list[int]) -> dict:
+    return {
+        "cold prefill 512 (s)": lambda rt: timed_prefill(rt, ids[:512], 0),
+        "cold prefill 2,048 (s)": lambda rt: timed_prefill(rt, ids[:2048], 0),
+        "cold prefill 8,000 (s)": lambda rt: timed_prefill(rt, ids[:8000], 0),
+        "hit append 213 onto 3,000 (s)": lambda rt: timed_prefill(rt, ids[:3213], 3000),
+        "decode batch-1 (tok/s)": lambda rt: decode_rate(rt, [ids[:1000]]),
+        "decode batch-8 (tok/s)": lambda rt: decode_rate(rt, [ids[i * 7:i * 7 + 1000 - 37 * i] for i in range(8)]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    runtimes = {"default": load(False), "deterministic": load(True)}
+    rng = random.Random(0)
+    ids = [rng.randrange(100, runtimes["default"].info.vocab_size) for _ in range(8000)]
+    for runtime in runtimes.values():
+        timed_prefill(runtime, ids[:512], 256)  # warm-up
+    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {args.threads} threads, median of {args.repeats}")
+    print("| measure | default | deterministic | deterministic / default |\n| --- | --- | --- | --- |")
+    for name, measure in measures(ids).items():
+        samples: dict[str, list[float]] = {mode: [] for mode in runtimes}
+        for _ in range(args.repeats):
+            for mode, runtime in runtimes.items():
+                wait_for_quiet()
+                samples[mode].append(measure(runtime))
+        default, exact = (statistics.median(samples[m]) for m in ("default", "deterministic"))
+        print(f"| {name} | {default:.3f} | {exact:.3f} | {exact / default:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
