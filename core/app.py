@@ -11,12 +11,13 @@ import torch
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 
+from kvgate.core.body import BodyLimits
 from kvgate.core.config import Config, read_config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.dialect_choice import build_chat_format
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
-from kvgate.core.http import openai_error_body
+from kvgate.core.http import openai_error_body, protocol_router
 from kvgate.core.metrics import Metrics
 from kvgate.core.model_loading import load_runtime
 from kvgate.core.pipeline import Pipeline
@@ -90,7 +91,8 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
 def _not_found(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     message = f"No route for {request.method} {request.url.path}." if status in (404, 405) else "Internal server error."
-    if request.url.path.rstrip("/").endswith(("/messages", "/count_tokens")):
+    path = request.url.path.rstrip("/")
+    if path.endswith(("/messages", "/count_tokens")) or path.startswith(("/v1/messages/", "/messages/")):
         kind = "not_found_error" if status == 404 else "invalid_request_error"
         return Response({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
     error = KvgateError(message, code="not_found" if status == 404 else None)
@@ -109,7 +111,8 @@ def operations_routes(ctx: ServerContext) -> list:
     def metrics() -> Response:
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return [health, metrics]
+    # only /health is open; /metrics needs the key like every other route
+    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.api_key)]
 
 
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:
@@ -133,6 +136,7 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
     app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
                    on_startup=[ctx.pipeline.engine.start], on_shutdown=[shutdown],
                    middleware=[RequestLogMiddleware] if config.server.log_requests else [],
-                   request_max_body_size=64 * 1024 * 1024)
+                   request_max_body_size=config.server.max_body_bytes + 1024 * 1024)  # ours refuses first
     app.state.ctx = ctx
+    app.state.body_limits = BodyLimits.of(config.server)
     return app

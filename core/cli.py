@@ -59,7 +59,7 @@ def serve(config_path, model, host, port, log_level) -> None:
         raise click.ClickException(str(exc)) from None
     click.echo(f"kvgate serving {config.model.name!r} on http://{config.server.host}:{config.server.port}", err=True)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level=log_level.lower(),
-                access_log=False, timeout_graceful_shutdown=5)
+                access_log=False, timeout_graceful_shutdown=5, ws_max_size=config.server.max_body_bytes)
 
 
 @cli.command()
