@@ -78,7 +78,7 @@ def _renderings(dialect: Any, name: str) -> list[str]:
         texts.append(render_calls([ToolCall("call_check", name, "{}")]))
     try:
         texts.append(dialect.render_tool_call(name, "{}"))
-    except NotImplementedError:
+    except (NotImplementedError, AttributeError):  # a dialect without a single-call rendering
         pass
     return [text for text in texts if text]
 

@@ -125,12 +125,19 @@ def test_unknown_messages_route_answers_in_anthropic_shape(server):
 
 def test_metrics_needs_the_key_and_health_does_not(server):
     assert httpx.get(server.base_url + "/metrics").status_code == 401
+    assert httpx.get(server.base_url + "/schema/openapi.json").status_code == 401
     assert httpx.get(server.base_url + "/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
     assert httpx.get(server.base_url + "/metrics", headers=AUTH).status_code == 200
     assert httpx.get(server.base_url + "/health").status_code == 200
 
 
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
 def test_a_huge_prompt_is_refused_untokenized_and_stalls_nobody(server):
+    before = rss_bytes(server.proc.pid)
     huge = {"messages": [{"role": "user", "content": "word " * 6_000_000}]}  # 30 MB
     outcome = {}
 
@@ -151,3 +158,4 @@ def test_a_huge_prompt_is_refused_untokenized_and_stalls_nobody(server):
     assert slowest < 1.0
     response = post(server, "/v1/messages", {**huge, "max_tokens": 1}, timeout=120)
     assert "prompt is too long" in assert_shaped_4xx(response, "/v1/messages")["message"]
+    assert rss_bytes(server.proc.pid) - before < 512 * 1024 * 1024  # nothing giant is kept
