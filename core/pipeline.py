@@ -61,7 +61,7 @@ class Pipeline:
     def encode_prompt(self, request: ChatRequest) -> list[int]:
         """The prompt's token ids (blocking; :meth:`prompt_tokens` from the event loop)."""
         text = self.render_prompt(request)
-        self._check_chars(text)
+        self.check_prompt_chars(text)
         return self.tokenizer.encode(text)
 
     async def prompt_tokens(self, request: ChatRequest) -> list[int]:
@@ -71,7 +71,7 @@ class Pipeline:
     async def count_prompt_tokens(self, request: ChatRequest) -> int:
         return len(await self.prompt_tokens(request))
 
-    def _check_chars(self, text: str) -> None:
+    def check_prompt_chars(self, text: str) -> None:
         """Refuse, untokenized, a text too long to fit the context whatever its tokens."""
         limit, per_token = self.runtime.info.max_context, getattr(self.tokenizer, "longest_token_chars", 0)
         if per_token and len(text) > limit * per_token:
