@@ -80,7 +80,8 @@ RESPONSES = mutated(fields({"input": RESPONSES_INPUT}, {
     "text": st.just({"format": {"type": "text"}}), "reasoning": st.just({"effort": "none"}),
     "include": st.just([]), "prompt_cache_key": SAFE, "user": SAFE, "truncation": st.sampled_from(["auto", "disabled"]),
     "parallel_tool_calls": st.booleans()}), nested=("input", "tools"))
-TOKENIZE = mutated(st.one_of(fields({"prompt": SAFE}, {"return_token_strs": st.booleans(), "model": st.just("smollm2")}),
+TOKENIZE = mutated(st.one_of(fields({"prompt": SAFE}, {"return_token_strs": st.booleans(),
+                                                       "model": st.just("smollm2")}),
                              fields({"messages": CHAT_MESSAGES}, {"add_generation_prompt": st.booleans(),
                                                                   "tools": st.lists(CHAT_TOOL, max_size=1)})),
                    nested=("messages",))
