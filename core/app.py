@@ -10,14 +10,16 @@ import pluggy
 import torch
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
 
+from kvgate.core.body import BodyLimits
 from kvgate.core.config import Config, read_config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.dialect_choice import build_chat_format
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
+from kvgate.core.http import openai_error_body, protocol_router
 from kvgate.core.keyring import Keyring
-from kvgate.core.http import openai_error_body
 from kvgate.core.metrics import Metrics
 from kvgate.core.model_loading import load_runtime
 from kvgate.core.pipeline import Pipeline
@@ -94,9 +96,16 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
 
 def _not_found(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    message = f"No route for {request.method} {request.url.path}." if status in (404, 405) else "Internal server error."
-    if request.url.path.rstrip("/").endswith(("/messages", "/count_tokens")):
-        kind = "not_found_error" if status == 404 else "invalid_request_error"
+    if status in (404, 405):
+        message = f"No route for {request.method} {request.url.path}."
+    elif status < 500:
+        message = str(getattr(exc, "detail", "") or "Bad request.")
+    else:
+        message = "Internal server error."
+        log.error("%s %s: %s %s: %s", request.method, request.url.path, status, type(exc).__name__, exc, exc_info=exc)
+    path = request.url.path.rstrip("/")
+    if path.endswith(("/messages", "/count_tokens")) or path.startswith(("/v1/messages/", "/messages/")):
+        kind = "not_found_error" if status == 404 else "api_error" if status >= 500 else "invalid_request_error"
         return Response({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
     error = KvgateError(message, code="not_found" if status == 404 else None)
     error.kind = "invalid_request_error"
@@ -114,7 +123,8 @@ def operations_routes(ctx: ServerContext) -> list:
     def metrics() -> Response:
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return [health, metrics]
+    # only /health is open; /metrics needs the key like every other route
+    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.api_key)]
 
 
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:
@@ -138,6 +148,9 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
     app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
                    on_startup=[ctx.pipeline.engine.start], on_shutdown=[shutdown],
                    middleware=[RequestLogMiddleware] if config.server.log_requests else [],
-                   request_max_body_size=64 * 1024 * 1024)
+                   request_max_body_size=config.server.max_body_bytes + 1024 * 1024,  # ours refuses first
+                   openapi_config=OpenAPIConfig(title="kvgate", version="1", openapi_router=protocol_router(
+                       "/schema", [], openai_error_body, api_key=ctx.api_key)))  # behind the key too
     app.state.ctx = ctx
+    app.state.body_limits = BodyLimits.of(config.server)
     return app

@@ -61,7 +61,8 @@ def serve(config_path, model, host, port, log_level) -> None:
     from kvgate.core.shutdown import DrainingServer
 
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
-                                   log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5)
+                                   log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5,
+                                   ws_max_size=config.server.max_body_bytes)
     DrainingServer(server_config, app.state.ctx.pipeline.engine.drain).run()
 
 

@@ -51,6 +51,9 @@ class ServerConfig:
     keys: list[ApiKeyConfig] = attrs.field(factory=list)
     max_websocket_connections: int = attrs.field(default=16, validator=_positive)
     log_requests: bool = True
+    max_body_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)  # POST body / WS frame
+    max_json_depth: int = attrs.field(default=128, validator=_positive)  # nesting of arrays and objects
+    max_json_items: int = attrs.field(default=500_000, validator=_positive)  # values in one body
 
 
 @attrs.define

@@ -27,10 +27,11 @@ class InvalidRequest(KvgateError):
 class ContextLengthExceeded(InvalidRequest):
     code = "context_length_exceeded"
 
-    def __init__(self, prompt_tokens: int, max_context: int):
+    def __init__(self, prompt_tokens: int, max_context: int, at_least: bool = False):
+        """``at_least``: ``prompt_tokens`` is a lower bound (the prompt was refused untokenized)."""
         super().__init__(
             f"This model's maximum context length is {max_context} tokens. "
-            f"However, your messages resulted in {prompt_tokens} tokens.",
+            f"However, your messages resulted in {'at least ' if at_least else ''}{prompt_tokens} tokens.",
             param="messages",
         )
         self.prompt_tokens = prompt_tokens

@@ -3,44 +3,51 @@
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Callable
+import logging
+from typing import Any, AsyncIterator, Callable, Optional
 
 from litestar import Request, Response, Router
 from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
-from kvgate.core.errors import InvalidRequest, KvgateError, Overloaded, Unauthorized
+from kvgate.core.body import BodyLimits, limits_of, parse_off_loop, read_body
+from kvgate.core.errors import KvgateError, Overloaded, Unauthorized
 from kvgate.core.keyring import Keyring
 from kvgate.core.tenants import DEFAULT
 from kvgate.core.tenants import STATE_KEY as TENANT_STATE_KEY
+
+log = logging.getLogger("kvgate")
 
 ErrorBody = Callable[[KvgateError], dict[str, Any]]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-async def read_json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object, or InvalidRequest naming what is wrong."""
-    raw = await request.body()
-    if not raw.strip():
-        raise InvalidRequest("Request body is empty; expected a JSON object.")
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("Request body must be a JSON object.")
-    return body
+async def read_json_object(request: Request, limits: Optional[BodyLimits] = None) -> dict[str, Any]:
+    """The request body as a JSON object, or InvalidRequest / PayloadTooLarge naming what is wrong
+    (size, depth and strings are checked by :mod:`kvgate.core.body`)."""
+    limits = limits_of(request, limits)
+    return await parse_off_loop(await read_body(request, limits), limits)
 
 
 def sse_response(chunks: AsyncIterator[bytes]) -> Stream:
     return Stream(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
+def json_text(data: Any) -> str:
+    """Compact JSON that always encodes as UTF-8 (a lone surrogate is written as its escape)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
 def sse_event(data: Any, event: str | None = None) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = data if isinstance(data, str) else json_text(data)
     head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
+    return f"{head}data: {payload}\n\n".encode("utf-8", "backslashreplace")
 
 
 def api_key_from_headers(headers: Any) -> str:
@@ -90,8 +97,12 @@ def _as_kvgate_error(exc: Exception) -> KvgateError:
 def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: "str | Keyring" = "", **kwargs) -> Router:
     """A Router whose errors, auth failures included, are rendered in one protocol's error shape."""
 
-    def handle(_request: Request, exc: Exception) -> Response:
-        return error_response(_as_kvgate_error(exc), body)
+    def handle(request: Request, exc: Exception) -> Response:
+        error = _as_kvgate_error(exc)
+        if error.status >= 500:  # one line per server error, with the exception when it was not ours
+            log.log(logging.WARNING if error is exc else logging.ERROR, "%s %s: %s %s: %s", request.method,
+                    request.url.path, error.status, type(exc).__name__, exc, exc_info=None if error is exc else exc)
+        return error_response(error, body)
 
     guards = [require_api_key(api_key)] if api_key else []
     return Router(path=path, route_handlers=handlers, exception_handlers={Exception: handle}, guards=guards, **kwargs)

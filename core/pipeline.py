@@ -2,15 +2,21 @@
 
 render (chat format + dialect) -> tokenize -> engine (cache, prefill, batched decode, fence)
 -> detokenize -> stop strings -> dialect parser -> events.
+
+The prompt is rendered and tokenized on a worker thread (:meth:`Pipeline.prompt_tokens`), so a
+large prompt never holds up the event loop; a rendered prompt with more characters than the
+context could hold at ``longest_token_chars`` per token is refused before it is tokenized.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from typing import Any, AsyncIterator, Callable, Optional
 
+import anyio
 import attrs
 
 from kvgate.core.config import Config
@@ -23,6 +29,7 @@ from kvgate.core.server import call_id
 from kvgate.core.stop_strings import StopStringScanner
 from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
 from kvgate.core.tenants import NamespaceOwners, scoped_namespace
+from kvgate.core.tool_names import ToolNameCheck
 from kvgate.core.types import (
     ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, ToolCallStart, Usage,
 )
@@ -46,6 +53,7 @@ class Pipeline:
         self.namespace_owners.note(namespace, DEFAULT_TENANT)
         granularity = config.cache.cached_tokens_granularity
         self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
+        self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
 
     @property
     def model_info(self):
@@ -53,13 +61,28 @@ class Pipeline:
 
     # --- prompt ---------------------------------------------------------------------------------
     def render_prompt(self, request: ChatRequest) -> str:
+        """The prompt text; a tool name the dialect cannot carry is refused first (400)."""
+        self.tool_names.check(request.tools)
         return self.chat_format.render(request, add_generation_prompt=True)
 
     def encode_prompt(self, request: ChatRequest) -> list[int]:
-        return self.tokenizer.encode(self.render_prompt(request))
+        """The prompt's token ids (blocking; :meth:`prompt_tokens` from the event loop)."""
+        text = self.render_prompt(request)
+        self.check_prompt_chars(text)
+        return self.tokenizer.encode(text)
 
-    def count_prompt_tokens(self, request: ChatRequest) -> int:
-        return len(self.encode_prompt(request))
+    async def prompt_tokens(self, request: ChatRequest) -> list[int]:
+        """:meth:`encode_prompt` on a worker thread."""
+        return await anyio.to_thread.run_sync(self.encode_prompt, request)
+
+    async def count_prompt_tokens(self, request: ChatRequest) -> int:
+        return len(await self.prompt_tokens(request))
+
+    def check_prompt_chars(self, text: str) -> None:
+        """Refuse, untokenized, a text too long to fit the context whatever its tokens."""
+        limit, per_token = self.runtime.info.max_context, getattr(self.tokenizer, "longest_token_chars", 0)
+        if per_token and len(text) > limit * per_token:
+            raise ContextLengthExceeded(math.ceil(len(text) / per_token), limit, at_least=True)
 
     def _check_fits(self, prompt: list[int]) -> int:
         limit = self.runtime.info.max_context
@@ -101,11 +124,20 @@ class Pipeline:
     def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Events for ``request`` (call from the event loop).
 
-        Raises KvgateError at call time, before any event, if the request cannot run.
+        Raises KvgateError when the first event is awaited, before any event, if the request
+        cannot run (the prompt is tokenized then, off the event loop).
         """
-        prompt = self.encode_prompt(request)
+        return self._started(request)
+
+    async def _started(self, request: ChatRequest) -> AsyncIterator[Event]:
+        prompt = await self.prompt_tokens(request)
         max_tokens = self._max_tokens(request, self._check_fits(prompt))
-        return self._events(request, prompt, max_tokens)
+        events = self._events(request, prompt, max_tokens)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
     async def admit_fence(self, request: ChatRequest) -> Any:
         """The request's fence, checked and compiled before admission (off the event loop when the
@@ -142,7 +174,7 @@ class Pipeline:
 
     async def warm(self, request: ChatRequest) -> Usage:
         """Prefill only: the prompt's state is computed and left to the cache."""
-        prompt = self.encode_prompt(request)
+        prompt = await self.prompt_tokens(request)
         self._check_fits(prompt)
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()

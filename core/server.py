@@ -22,7 +22,8 @@ class ServerContext:
     ``pipeline`` is a :class:`kvgate.core.pipeline.Pipeline`:
     ``pipeline.stream(request)`` is an async iterator of canonical events (``Started`` first,
     ``Finished`` last); it raises a :class:`kvgate.core.errors.KvgateError` before the first event
-    when the request cannot run. Closing the iterator early cancels the request.
+    when the request cannot run (the prompt is tokenized then). Closing the iterator early cancels
+    the request.
     """
 
     config: Config

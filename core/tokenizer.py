@@ -5,6 +5,13 @@ recognise special tokens written in the text. The service tokenizes with a priva
 tokenizer (truncation and padding off), so later changes to the caller's object cannot make the
 caches stale; :meth:`TokenizerService.reload` swaps in another tokenizer and drops the caches when
 its fingerprint differs -- every cache belongs to exactly one tokenizer fingerprint.
+
+Texts longer than ``LONG_TEXT_CHARS`` are encoded through ``encode_batch``, which releases the GIL
+(a plain ``encode`` holds it for the whole text), and texts longer than ``UNCACHED_TEXT_CHARS``
+bypass both caches, so one huge prompt neither stalls other threads nor stays in memory.
+``longest_token_chars`` bounds how much text one token can cover: a text of ``n`` characters has
+at least ``n / longest_token_chars`` tokens, which lets the pipeline refuse an oversized prompt
+before tokenizing it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,24 @@ from kvgate.core.tokenizer_cache_boundaries import choose_boundary_tokens
 from kvgate.core.tokenizer_cache_metrics import metrics_for
 
 log = logging.getLogger(__name__)
+LONG_TEXT_CHARS = 32 * 1024
+UNCACHED_TEXT_CHARS = 4 * 1024 * 1024
+
+
+def encode_text(tokenizer: Tokenizer, text: str) -> Encoding:
+    """``tokenizer.encode`` without special tokens added; long texts without holding the GIL."""
+    if len(text) > LONG_TEXT_CHARS:
+        return tokenizer.encode_batch([text], add_special_tokens=False)[0]
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def longest_token_chars(tokenizer: Tokenizer) -> int:
+    """The most characters of input text one token can stand for (vocabulary and added tokens).
+
+    Byte-level vocabularies write one character per byte, so a token's string is never shorter
+    than the text it covers."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    return max((len(token) for token in vocab), default=1)
 
 
 def private_copy(tokenizer: Tokenizer) -> Tokenizer:
@@ -47,6 +72,7 @@ class _Loaded:
     boundary_tokens: dict[str, int]
     refused_boundaries: dict[str, str]
     cache: TokenizerCache
+    longest_token_chars: int
 
 
 class TokenizerService:
@@ -68,11 +94,11 @@ class TokenizerService:
         boundary = {content: own.token_to_id(content) for content in safe}
 
         def encode_plain(text: str) -> Encoding:
-            return own.encode(text, add_special_tokens=False)
+            return encode_text(own, text)
 
         cache = TokenizerCache(encode_plain, self.config, boundary, self._metrics, self._seed)
         return _Loaded(own, tokenizer_fingerprint(own), own.get_vocab_size(with_added_tokens=True),
-                       boundary, refused, cache)
+                       boundary, refused, cache, longest_token_chars(own))
 
     def reload(self, tokenizer: Tokenizer) -> bool:
         """Use ``tokenizer`` from now on; returns True when its fingerprint differs (caches dropped)."""
@@ -95,6 +121,10 @@ class TokenizerService:
         return self._loaded.vocab_size
 
     @property
+    def longest_token_chars(self) -> int:
+        return self._loaded.longest_token_chars
+
+    @property
     def boundary_tokens(self) -> dict[str, int]:
         return dict(self._loaded.boundary_tokens)
 
@@ -108,12 +138,14 @@ class TokenizerService:
         if not text:
             return []
         try:
+            if len(text) > UNCACHED_TEXT_CHARS:
+                return encode_text(self._loaded.tokenizer, text).ids
             return self._loaded.cache.encode(text)
         except (TypeError, UnicodeEncodeError):  # a lone surrogate: tokenizers refuses such a str
             raise InvalidRequest("text contains a lone surrogate and cannot be tokenized") from None
 
     def encode_uncached(self, text: str) -> list[int]:
-        return self._loaded.tokenizer.encode(text, add_special_tokens=False).ids
+        return encode_text(self._loaded.tokenizer, text).ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         for position, token_id in enumerate(ids):

@@ -6,6 +6,7 @@ Validated by hand; unknown fields (``context_management``, ``output_config``, ``
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any, Mapping, Optional
 
@@ -73,10 +74,10 @@ def convert_tool_choice(raw: Any, tools: list[Tool]) -> tuple[ToolChoice, bool]:
 
 def convert_sampling(body: dict[str, Any]) -> SamplingParams:
     params = SamplingParams(max_tokens=optional_int(body, "max_tokens", minimum=1))
-    for key in ("temperature", "top_p"):
+    for key in ("temperature", "top_p"):  # Anthropic's ranges: both in [0, 1]
         value = body.get(key)
         if value is not None:
-            expect(is_number(value) and value >= 0, "must be a non-negative number", key)
+            expect(is_number(value) and math.isfinite(value) and 0 <= value <= 1, "must be a number in [0, 1]", key)
             setattr(params, key, float(value))
     params.top_k = optional_int(body, "top_k", minimum=0) or 0
     stops = body.get("stop_sequences")

@@ -2,11 +2,13 @@
 
 Each reader returns the value (or ``default`` when the field is absent or null) and raises
 :class:`InvalidRequest` with ``param`` naming the field's full path (e.g. ``messages[1].content``)
-when the type is wrong. JSON booleans are never accepted where a number is expected.
+when the type is wrong. JSON booleans are never accepted where a number is expected, nor NaN or an infinity (Python's
+parser reads ``NaN`` and ``Infinity``) anywhere.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 from kvgate.core.errors import InvalidRequest
@@ -68,6 +70,8 @@ def integer(obj: dict, key: str, param: str = "", low: Optional[int] = None,
 
 
 def _check_range(path: str, value: float, low: Optional[float], high: Optional[float]) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequest(f"Invalid value for '{path}': {value} is not a finite number.", param=path)
     if low is not None and value < low:
         raise InvalidRequest(f"Invalid value for '{path}': {value} is less than the minimum of {low}.", param=path)
     if high is not None and value > high:

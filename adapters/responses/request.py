@@ -40,8 +40,39 @@ def _number(body: dict, key: str, low: float, high: float) -> Optional[float]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise InvalidRequest(f"{key} must be a number between {low} and {high}.", param=key)
+        raise InvalidRequest(f"{key} must be a number between {low} and {high}.", param=key)  # NaN too
     return float(value)
+
+
+_FIELD_TYPES = {  # top-level fields and the JSON type each must have when present (null = absent)
+    "stream": (bool, "a boolean"), "store": (bool, "a boolean"), "parallel_tool_calls": (bool, "a boolean"),
+    "generate": (bool, "a boolean"), "model": (str, "a string"), "instructions": (str, "a string"),
+    "previous_response_id": (str, "a string"), "prompt_cache_key": (str, "a string"), "user": (str, "a string"),
+    "truncation": (str, "a string"), "text": (dict, "an object"), "reasoning": (dict, "an object"),
+    "metadata": (dict, "an object"), "stream_options": (dict, "an object"), "include": (list, "an array"),
+    "tools": (list, "an array"),
+}
+
+
+def _check_types(body: dict) -> None:
+    """Each known field has its type (a bool is never a number, a number never a string)."""
+    for key, (kind, name) in _FIELD_TYPES.items():
+        value = body.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+            raise InvalidRequest(f"Invalid type for '{key}': expected {name}.", param=key)
+    if body.get("truncation") not in (None, "auto", "disabled"):
+        raise InvalidRequest("truncation must be 'auto' or 'disabled'.", param="truncation")
+    include = body.get("include") or []
+    if not all(isinstance(item, str) for item in include):
+        raise InvalidRequest("include must be an array of strings.", param="include")
+    text = body.get("text") or {}
+    if text.get("format") is not None and not isinstance(text["format"], dict):
+        raise InvalidRequest("text.format must be an object.", param="text.format")
+    if not isinstance((text.get("format") or {}).get("type", "text"), str):
+        raise InvalidRequest("text.format.type must be a string.", param="text.format.type")
+    effort = (body.get("reasoning") or {}).get("effort")
+    if effort is not None and not isinstance(effort, str):
+        raise InvalidRequest("reasoning.effort must be a string.", param="reasoning.effort")
 
 
 def _sampling(body: dict) -> SamplingParams:
@@ -82,6 +113,7 @@ def _reasoning_switch(body: dict) -> Optional[bool]:
 
 
 def _reject_unsupported(body: dict) -> None:
+    _check_types(body)
     if body.get("background") is True:
         raise InvalidRequest("background mode is not supported by this server.", param="background")
     if body.get("conversation") is not None:

@@ -75,24 +75,40 @@ def _named(name: Any, tools: list[Tool], param: str) -> ToolChoice:
 def convert_tool_choice(choice: Any, tools: list[Tool]) -> ToolChoice:
     """``none`` / ``auto`` / ``required`` / ``{type:function, name}`` / ``{type:allowed_tools}``.
 
-    Hosted-tool selectors fall back to ``auto``; without tools every choice is ``auto``.
+    Hosted-tool selectors fall back to ``auto``. The shape is checked even without tools; then
+    ``required`` (or a named tool) is a 400, as in Chat Completions, and the rest is ``auto``.
     """
-    if choice is None or not tools:
+    if choice is None:
         return ToolChoice(mode="auto")
     if isinstance(choice, str):
         if choice not in ("none", "auto", "required"):
             raise InvalidRequest("tool_choice must be 'none', 'auto', 'required' or an object.",
                                  param="tool_choice")
-        return ToolChoice(mode=choice)
+        if choice == "required" and not tools:
+            raise InvalidRequest("tool_choice is 'required' but no tools were given.", param="tool_choice")
+        return ToolChoice(mode=choice if tools else "auto")
     if not isinstance(choice, dict):
         raise InvalidRequest("tool_choice must be a string or an object.", param="tool_choice")
     kind = choice.get("type")
     if kind == "function":
         return _named(choice.get("name"), tools, "tool_choice.name")
     if kind == "allowed_tools":
-        mode = choice.get("mode", "auto")
-        allowed = [t for t in choice.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
-        if mode == "required" and len(allowed) == 1:
-            return _named(allowed[0].get("name"), tools, "tool_choice.tools[0].name")
-        return ToolChoice(mode="required" if mode == "required" else "auto")
+        return _allowed(choice, tools)
+    if kind is not None and not isinstance(kind, str):
+        raise InvalidRequest("tool_choice.type must be a string.", param="tool_choice.type")
     return ToolChoice(mode="auto")
+
+
+def _allowed(choice: dict[str, Any], tools: list[Tool]) -> ToolChoice:
+    mode = choice.get("mode", "auto")
+    if mode not in ("auto", "required"):
+        raise InvalidRequest("tool_choice.mode must be 'auto' or 'required'.", param="tool_choice.mode")
+    listed = choice.get("tools") or []
+    if not isinstance(listed, list):
+        raise InvalidRequest("tool_choice.tools must be an array.", param="tool_choice.tools")
+    if mode == "required" and not tools:
+        raise InvalidRequest("tool_choice requires a tool but no tools were given.", param="tool_choice")
+    allowed = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]
+    if mode == "required" and len(allowed) == 1:
+        return _named(allowed[0].get("name"), tools, "tool_choice.tools[0].name")
+    return ToolChoice(mode="required" if mode == "required" else "auto")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any, Optional
 
 from litestar import WebSocket
 from litestar.exceptions import WebSocketDisconnect
 
+from kvgate.core.body import BodyLimits, parse_off_loop
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.http import json_text
 from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER
 from kvgate.adapters.responses.run import HEARTBEAT, begin, new_run, parse_call
@@ -40,9 +41,10 @@ class Connection:
         self.last: dict[str, StoredResponse] = {}
         self.inbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
         self.gone = asyncio.Event()
+        self.limits = BodyLimits.of(ctx.config.server)
 
     async def send(self, frame: dict[str, Any]) -> None:
-        await self.socket.send_text(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
+        await self.socket.send_text(json_text(frame))
 
     async def _read_frames(self) -> None:
         try:
@@ -91,12 +93,7 @@ class Connection:
         return True
 
     async def handle(self, text: str) -> None:
-        try:
-            frame = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidRequest(f"Frame is not valid JSON: {exc}") from None
-        if not isinstance(frame, dict):
-            raise InvalidRequest("Frame must be a JSON object.")
+        frame = await parse_off_loop(text.encode("utf-8", "surrogatepass"), self.limits, "Frame")
         if frame.get("type") == "response.create":
             body = {key: value for key, value in frame.items() if key != "type"}
             await self.create(body)

@@ -53,6 +53,7 @@ def tokenize_route(ctx):
         typed(body, "add_special_tokens", bool, "")
         want_strs = typed(body, "return_token_strs", bool, "", default=False)
         text = prompt_text(ctx, body, model)
+        ctx.pipeline.check_prompt_chars(text)  # a text no context could hold is refused untokenized
         service = ctx.tokenizer_service
         ids = await anyio.to_thread.run_sync(service.encode, text)
         strs: Any = [service.tokenizer.id_to_token(i) for i in ids] if want_strs else None
