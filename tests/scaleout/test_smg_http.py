@@ -78,7 +78,8 @@ def test_smg_registers_both_workers_with_their_context(cluster):
     router, workers = cluster
     registered = httpx.get(router.base_url + "/workers", headers=router.headers).json()["workers"]
     assert sorted(w["url"] for w in registered) == sorted(w.base_url for w in workers)
-    assert all(w["models"][0]["context_length"] == 8192 for w in registered)
+    served = httpx.get(workers[0].base_url + "/v1/models", headers=AUTH).json()["data"][0]["max_model_len"]
+    assert all(w["models"][0]["context_length"] == served for w in registered)
 
 
 def test_a_conversation_stays_on_one_worker_and_hits_its_cache(cluster):
