@@ -55,6 +55,9 @@ class TokenizerInfo:
         added = tokenizer.get_added_tokens_decoder()
         self.special_ids = frozenset(i for i, t in added.items() if t.special)
         self.special_texts = {t.content: i for i, t in added.items() if t.special}
+        # every added token (special or not) is matched as one unit before BPE: a grammar literal
+        # holding its text is forced as that token, never spelled out in pieces
+        self.unit_texts = {t.content: i for i, t in added.items() if t.content}
         self.byte_level = _is_byte_level(tokenizer)
         self.backends: dict[str, Any] = {}
         self.lock = threading.Lock()
