@@ -26,8 +26,8 @@ the request's tools with arguments as JSON valid against the tool's parameters (
 ``json.dumps`` writes), then ``<｜tool▁calls▁end｜>``. Markers that the tokenizer holds as one
 token are forced as that token.
 
-Serves: templates that write ``<｜tool▁calls▁begin｜>`` (``<｜tool▁sep｜>`` right after the name:
-v31; ``function<｜tool▁sep｜>`` or a ```json fence: r1).
+Serves: templates that write ``<｜tool▁calls▁begin｜>`` (a ```json fence: r1, else v31),
+best with a ``deepseek*`` architecture.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class DeepseekV31(Dialect):
 
     @classmethod
     def variant_for(cls, architecture: str, chat_template: str) -> str:
-        return "r1" if "```json" in chat_template or "'function'" in chat_template else "v31"
+        return "r1" if "```json" in chat_template else "v31"
 
     @property
     def literals(self) -> dict[str, str]:

@@ -45,3 +45,19 @@ def test_chat_formats_render(registries, name, dialect_name, start):
 def test_six_dialect_plugins(registries):
     assert {"chatml_json", "glm_xml", "deepseek_dsml", "qwen3_coder_xml", "deepseek_v31",
             "kimi_k2"} <= set(registries[0].names())
+
+
+def test_new_dialects_serve_their_templates():
+    from kvgate.dialects.deepseek_v31 import DeepseekV31
+    from kvgate.dialects.kimi_k2 import KimiK2
+    from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
+
+    coder = "{{- '\\n<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + args_name + '>\\n' }}"
+    assert Qwen3CoderXml.serves("qwen3_moe", coder) > 10 and Qwen3CoderXml.serves("qwen3_moe", "<tool_call>") == 0
+    v31 = "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>'"
+    r1 = v31.replace("'+ tool", "' + tool['type'] + '<｜tool▁sep｜>' + tool") + " + '```json' + '\\n'"
+    assert DeepseekV31.serves("deepseek_v3", v31) > 100 and DeepseekV31.serves("llama", "") == 0
+    assert DeepseekV31.variant_for("deepseek_v3", v31) == "v31" and DeepseekV31.variant_for("deepseek_v3", r1) == "r1"
+    kimi = "<|tool_calls_section_begin|>{%- for tool_call in message['tool_calls'] -%}"
+    assert KimiK2.serves("kimi_k2", kimi) > 10 and KimiK2.variant_for("kimi_k2", kimi) == "instruct"
+    assert KimiK2.variant_for("kimi_k2", kimi + "<think>") == "thinking"
