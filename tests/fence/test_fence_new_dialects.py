@@ -116,3 +116,19 @@ def test_deepseek_markers_are_forced_as_single_tokens(deepseek_vocab, pm, config
         fence.advance(token)
         allowed += 1
     assert allowed < len(spelled) and (mode == "auto" or allowed == 0)  # the spelling never completes
+
+
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_dsml_v4_on_its_own_vocabulary(deepseek_vocab, pm, config, mode):
+    """'｜DSML｜' is a plain added token of the V4 vocabulary: forced as the token in the tags, and a
+    string value's end (``</｜DSML｜parameter>``) still closes the raw text."""
+    from kvgate.core.fence import build_request_fence
+    from kvgate.dialects.deepseek_dsml import DeepseekDsml
+
+    tok, info = deepseek_vocab
+    dialect = DeepseekDsml("v4")
+    text = ("Hi." if mode == "auto" else "") + dialect.render_calls([ToolCall("a", "get_time", args(tz="UTC"))])
+    ids = tok.encode(text, add_special_tokens=False).ids
+    assert tok.token_to_id("｜DSML｜") in ids
+    driver = Driver(build_request_fence(request(mode), dialect, info, config, pm), tok)
+    assert driver.feed(text) == len(ids) and driver.fence.allows(1)
