@@ -27,8 +27,8 @@ CALLs of the request's tools (``functions.NAME:`` + decimal digits) with argumen
 against the tool's parameters (``json.dumps`` spacing), then ``<|tool_calls_section_end|>``.
 Markers the tokenizer holds as one token are forced as that token.
 
-Serves: templates that write ``<|tool_calls_section_begin|>``; variant ``thinking`` when the
-template writes ``<think>``.
+Serves: templates that write ``<|tool_calls_section_begin|>``, above any architecture match (K2 is
+a DeepSeek V3 architecture); variant ``thinking`` when the template writes ``<think>``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from kvgate.core.dialect import TEMPLATE_MATCH, CallIdFactory, Dialect
+from kvgate.core.dialect import ARCHITECTURE_MATCH, CallIdFactory, Dialect
 from kvgate.core.fence.compose import any_tool, compose, literal, with_reasoning
 from kvgate.core.fence.grammar import Lit, Node, Repeat, TextThen, alt, json_node, seq
 from kvgate.core.fence.plan import FencePlan
@@ -71,7 +71,8 @@ class KimiK2(Dialect):
 
     @classmethod
     def serves(cls, architecture: str, chat_template: str) -> int:
-        return TEMPLATE_MATCH + 5 if SECTION_BEGIN in chat_template else 0
+        # Kimi K2 runs the DeepSeek V3 architecture: its own template marker outranks that name
+        return ARCHITECTURE_MATCH + 20 if SECTION_BEGIN in chat_template else 0
 
     @classmethod
     def variant_for(cls, architecture: str, chat_template: str) -> str:

@@ -59,5 +59,9 @@ def test_new_dialects_serve_their_templates():
     assert DeepseekV31.serves("deepseek_v3", v31) > 100 and DeepseekV31.serves("llama", "") == 0
     assert DeepseekV31.variant_for("deepseek_v3", v31) == "v31" and DeepseekV31.variant_for("deepseek_v3", r1) == "r1"
     kimi = "<|tool_calls_section_begin|>{%- for tool_call in message['tool_calls'] -%}"
-    assert KimiK2.serves("kimi_k2", kimi) > 10 and KimiK2.variant_for("kimi_k2", kimi) == "instruct"
+    from kvgate.dialects.deepseek_dsml import DeepseekDsml
+
+    assert KimiK2.serves("DeepseekV3ForCausalLM", kimi) > DeepseekDsml.serves("DeepseekV3ForCausalLM", kimi)
+    assert DeepseekV31.serves("DeepseekV3ForCausalLM", v31) > DeepseekDsml.serves("DeepseekV3ForCausalLM", v31)
+    assert KimiK2.variant_for("kimi_k2", kimi) == "instruct"
     assert KimiK2.variant_for("kimi_k2", kimi + "<think>") == "thinking"
