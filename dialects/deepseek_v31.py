@@ -102,10 +102,22 @@ class DeepseekV31(Dialect):
 
     def render_messages(self, messages: list[Message], tools: list[Tool], tool_choice: ToolChoice,
                         *, thinking: Optional[bool] = None) -> list[dict[str, Any]]:
-        """Per-message text of the chat format as role/content dicts (see deepseek_v31_format)."""
-        from kvgate.dialects.deepseek_v31_format import DeepseekV31ChatFormat
+        """Role/content dicts for a Jinja template that writes the role markers itself (the official
+        V3.1 template gives the bytes of the chat format then): the system texts joined by
+        ``'\\n\\n'`` plus the tools, user text and tool results raw, an assistant turn's content and
+        calls (no end-of-sentence token: templates write it). The whole prompt without a template is
+        :mod:`kvgate.dialects.deepseek_v31_format`."""
+        from kvgate.dialects.deepseek_v31_format import system_text, without_think
 
-        return DeepseekV31ChatFormat(self).message_texts(messages, tools, bool(thinking))
+        system = system_text(messages, tools, self.variant)
+        out = [{"role": "system", "content": system}] if system else []
+        for message in messages:
+            if message.role == "assistant":
+                plain = without_think(message)
+                out.append({"role": "assistant", "content": plain.content + self.render_calls(message.tool_calls)})
+            elif message.role != "system":
+                out.append({"role": message.role, "content": message.content})
+        return out
 
     # ---- parsing and fences
 

@@ -79,10 +79,7 @@ class DeepseekV31ChatFormat:
         return ""
 
     def message_texts(self, messages: list[Message], tools: list[Tool], thinking: bool) -> list[dict[str, Any]]:
-        systems = [m.content for m in messages if m.role == "system"]
-        system = "\n\n".join(systems)
-        if tools:
-            system += "\n\n" + tools_block(tools, self.dialect.variant)
+        system = system_text(messages, tools, self.dialect.variant)
         out = [{"role": "system", "content": system}] if system else []
         previous = ""
         for message in messages:
@@ -99,13 +96,19 @@ class DeepseekV31ChatFormat:
         if message.role == "tool":
             head = OUTPUTS_BEGIN if r1 and previous != "tool" else ""
             return head + OUTPUT_BEGIN + message.content + OUTPUT_END
-        body = self.dialect.assistant_body(_without_think(message))
+        body = self.dialect.assistant_body(without_think(message))
         if r1:
             return (OUTPUTS_END if previous == "tool" else ASSISTANT) + body
         return (ASSISTANT + "</think>" if previous == "user" else "") + body
 
 
-def _without_think(message: Message) -> Message:
+def system_text(messages: list[Message], tools: list[Tool], variant: str) -> str:
+    """The system texts joined by ``'\\n\\n'``, then ``'\\n\\n'`` + the tools block when tools are given."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    return system + ("\n\n" + tools_block(tools, variant) if tools else "")
+
+
+def without_think(message: Message) -> Message:
     """The templates cut a plain answer's text up to ``</think>`` (reasoning left in content)."""
     if message.tool_calls or "</think>" not in message.content:
         return message

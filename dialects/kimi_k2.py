@@ -23,8 +23,9 @@ Arguments stream as they arrive; arguments that are not a JSON object, an unknow
 calls give ParseIssues.
 
 Fence grammar: ``auto`` lets text run until ``<|tool_calls_section_begin|>``; then one or more
-CALLs of the request's tools (``functions.NAME:`` + decimal digits) with arguments as JSON valid
-against the tool's parameters (``json.dumps`` spacing), then ``<|tool_calls_section_end|>``.
+CALLs of the request's tools (at most 16 in parallel), each ID numbered as the history will render
+it (the calls earlier in the conversation + its position), with arguments as JSON valid against the
+tool's parameters (``json.dumps`` spacing), then ``<|tool_calls_section_end|>``.
 Markers the tokenizer holds as one token are forced as that token.
 
 Serves: templates that write ``<|tool_calls_section_begin|>``, above any architecture match (K2 is
@@ -34,11 +35,13 @@ a DeepSeek V3 architecture); variant ``thinking`` when the template writes ``<th
 from __future__ import annotations
 
 import re
+
+import attrs
 from typing import Any, Optional
 
 from kvgate.core.dialect import ARCHITECTURE_MATCH, CallIdFactory, Dialect
 from kvgate.core.fence.compose import any_tool, compose, literal, with_reasoning
-from kvgate.core.fence.grammar import Lit, Node, Repeat, TextThen, alt, json_node, seq
+from kvgate.core.fence.grammar import Lit, Node, TextThen, alt, json_node, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import exclude_markup, tool_parameters
 from kvgate.core.hookspecs import hookimpl
@@ -51,6 +54,7 @@ CALL_BEGIN, ARG_BEGIN, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_b
 EOT = "<|im_end|>"
 VARIANTS = ("instruct", "thinking")
 KIMI_ID = re.compile(r"^functions\.(.+):(\d+)$")
+MAX_NUMBERED_CALLS = 16  # parallel calls the fence numbers (and allows) in one turn
 
 
 def call_name(written_id: str) -> str:
@@ -126,16 +130,23 @@ class KimiK2(Dialect):
         lit = lambda key: literal(self, key)  # noqa: E731
         markup = tuple(lit(k) for k in ("section_begin", "section_end", "call_begin", "argument_begin",
                                         "call_end", "eot"))
-        digits = Repeat(alt(*[Lit(d) for d in "0123456789"]), 1, 4)
 
-        def one(tool: Tool) -> Node:
+        def one(tool: Tool, index: int) -> Node:
             schema = exclude_markup(tool_parameters(tool), markup)
-            head = Lit(lit("call_begin") + lit("id_prefix") + tool.qualified_name + ":")
-            return seq(head, digits, Lit(lit("argument_begin")), json_node(schema), Lit(lit("call_end")))
+            head = Lit(lit("call_begin") + lit("id_prefix") + tool.qualified_name + ":" + str(index)
+                       + lit("argument_begin"))
+            return seq(head, json_node(schema), Lit(lit("call_end")))
+
+        def chain(position: int, limit: int) -> Node:
+            """Calls from ``position`` on, each numbered as the history will number it."""
+            call = any_tool(plan, lambda tool: one(tool, plan.call_offset + position))
+            return call if position + 1 >= limit else seq(call, alt(Lit(""), chain(position + 1, limit)))
 
         trigger = lit("trigger")
         head_auto = TextThen(end=trigger, excludes=markup[1:])
-        rest = compose(plan, Lit(trigger), head_auto, any_tool(plan, one), "", (trigger,), lit("section_end"))
+        body = chain(0, plan.max_calls or MAX_NUMBERED_CALLS)
+        single = attrs.evolve(plan, max_calls=1)  # the chain numbers the calls itself: compose adds none
+        rest = compose(single, Lit(trigger), head_auto, body, "", (trigger,), lit("section_end"))
         return with_reasoning(self, plan, rest)
 
 

@@ -132,3 +132,17 @@ def test_dsml_v4_on_its_own_vocabulary(deepseek_vocab, pm, config, mode):
     assert tok.token_to_id("｜DSML｜") in ids
     driver = Driver(build_request_fence(request(mode), dialect, info, config, pm), tok)
     assert driver.feed(text) == len(ids) and driver.fence.allows(1)
+
+
+def test_kimi_ids_are_numbered_across_the_conversation(drive):
+    from kvgate.core.types import Message
+
+    dialect = KimiK2()
+    req = request("required")
+    req.messages = [Message("user", "hi"), Message("assistant", "", tool_calls=[
+        ToolCall("a", "get_time", args(tz="UTC")), ToolCall("b", "get_time", args(tz="CET"))]),
+        Message("tool", "12:00", tool_call_id="a"), Message("tool", "13:00", tool_call_id="b")]
+    assert drive(dialect, req).accepts(dialect.render_calls([ToolCall("c", "get_time", args(tz="JST"))], 2))
+    assert rejected(drive(dialect, req), dialect.render_calls([ToolCall("c", "get_time", args(tz="JST"))], 0))
+    two = [ToolCall("c", "get_time", args(tz="JST")), ToolCall("d", "get_time", args(tz="PST"))]
+    assert drive(dialect, req).accepts(dialect.render_calls(two, 2))
