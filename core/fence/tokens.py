@@ -5,6 +5,7 @@ end-of-turn ids, special tokens, the bytes of every token, and a cache slot per 
 :func:`verify_literals` encodes each literal of a dialect with this tokenizer and checks that the
 tokens spell the literal exactly; a tokenizer that cannot (unknown pieces, lossy normalisation,
 a special token cut in half) fails here, when the fence is built, never mid-generation.
+``unit_texts`` are all added tokens (special or not): grammar literals force them as the token.
 """
 
 from __future__ import annotations

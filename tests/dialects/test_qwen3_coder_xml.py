@@ -37,6 +37,8 @@ GOLDEN_ONE = (
     "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>"
     '<|im_end|>\n<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response>\n<|im_end|>\n'
     "<|im_start|>assistant\n")
+# the tool block as the Qwen3-Coder template renders it (dialects.md C.3 gives its shape, not these
+# bytes; checked against the template's logic as recalled, not against an official copy)
 GOLDEN_TOOLS = (
     "<|im_start|>system\nYou are helpful.\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
     "<function>\n<name>get_weather</name>\n<description>Get the weather</description>\n<parameters>\n"
