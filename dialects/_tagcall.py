@@ -19,6 +19,7 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 class TagCallParser(StateParser):
     value_close = ""
+    value_closes: tuple[str, ...] = ()  # more spellings of the value's end (lenient reading)
     skip_until = ""
 
     def __init__(self, tools: list[Tool], call_id: CallIdFactory, start_in: str = "content"):
@@ -78,7 +79,7 @@ class TagCallParser(StateParser):
         return self.goto(self.value_text)
 
     def value_text(self) -> bool:
-        head, tag = self.scan([self.value_close])
+        head, tag = self.scan([self.value_close, *self.value_closes])
         self.raw += head + (tag or "")
         self.value_raw += head
         if self.value_mode == "string":

@@ -338,8 +338,9 @@ class ChatmlParser(StateParser):
                 return self.malformed("unterminated arguments string")
             return False
         self.raw += self.take(end)
-        self.args = ""
-        self._args_delta(value)
+        self.args = value
+        if value:  # the decoded text is the arguments; the raw text already holds its spelling
+            self.emit(ToolCallArgsDelta(self.index, value))
         return self.goto(self.call_tail)
 
     def call_tail(self) -> bool:

@@ -90,7 +90,7 @@ class LlgBackend:
         self.lock = threading.Lock()
 
     def lark(self, grammar: Node) -> str:
-        return to_lark(grammar, self.info.special_texts)
+        return to_lark(grammar, self.info.unit_texts, self.info.special_texts)
 
     def matcher(self, grammar: Node) -> LlgMatcher:
         text = self.lark(grammar)

@@ -2,12 +2,16 @@
 parametric rules for any-order fields).
 
 JSON values get compact-canonical separators (``", "`` and ``": "``, no free whitespace), the bytes
-``json.dumps`` writes. Literals that contain a special token's text reference that token by id.
+``json.dumps`` writes. Literals that contain an added token's text reference that token by id (so
+the token is forced, never its spelling); ``strict`` names the tokens marked special, whose bytes
+cannot occur as text (a text region may not end inside one). A plain added token inside a text
+region's end stays its bytes, which the token also spells.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.schema import avoid_pattern
@@ -28,8 +32,9 @@ def lark_string(text: str) -> str:
 
 
 class LarkWriter:
-    def __init__(self, special_texts: dict[str, int]):
+    def __init__(self, special_texts: dict[str, int], strict: Optional[dict[str, int]] = None):
         self.specials = {text: i for text, i in special_texts.items() if text}
+        self.strict = self.specials if strict is None else {t: i for t, i in strict.items() if t}
         self.rules: list[str] = []
         self.count = 0
 
@@ -116,7 +121,7 @@ class LarkWriter:
             free = self.free_text(node.excludes + (node.end,))
             text = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?" if node.lead else f"({free})?"
             return self.rule(self.terminal(text + ' ""') + ' ' + self.literal(node.end))
-        if any(s in node.end for s in self.specials):
+        if any(s in node.end for s in self.strict):
             raise FenceError(f"the end {node.end!r} of a text region holds a special token inside "
                              f"other text; the llguidance backend cannot end text on it")
         free = self.free_text(node.excludes + (node.end,))
@@ -150,5 +155,5 @@ class LarkWriter:
         return f"{name}::0x0"
 
 
-def to_lark(root: Node, special_texts: dict[str, int]) -> str:
-    return LarkWriter(special_texts).grammar(root)
+def to_lark(root: Node, special_texts: dict[str, int], strict: Optional[dict[str, int]] = None) -> str:
+    return LarkWriter(special_texts, strict).grammar(root)

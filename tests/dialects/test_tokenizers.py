@@ -120,3 +120,19 @@ def test_literals_on_smollm2():
     history = chatml_prompt(dialect.render_messages(HISTORY, [WEATHER], None), generation=False)
     whole = chatml_prompt(dialect.render_messages(HISTORY + NEXT, [WEATHER], None))
     assert_prefix_stable(history, whole, encode)
+
+
+def test_qwen3_coder_literals_on_qwen3(qwen3):
+    from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
+
+    counts = literal_tokens(Qwen3CoderXml(), qwen3)
+    assert counts["trigger"] == counts["call_close"] == 1  # only <tool_call> / </tool_call> are added tokens
+    assert counts["function_open"] == counts["param_open"] == 3  # '<' 'function' '=' (reference/dialects.md C.3)
+
+
+def test_deepseek_call_markers_on_deepseek_vocab(deepseek_v4):
+    from kvgate.dialects.deepseek_v31 import DeepseekV31
+
+    counts = literal_tokens(DeepseekV31("v31"), deepseek_v4)
+    assert all(counts[k] == 1 for k in ("calls_begin", "calls_end", "call_begin", "call_end", "tool_sep", "eos",
+                                        "output_begin", "output_end"))
