@@ -2,14 +2,17 @@
 
 The shared readers (:mod:`kvgate.models.hf_loader`) give config, tokenizer, special tokens and
 safetensors; this module builds the Llama architecture and weights from them. A GGUF file is read
-through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`).
+through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`). A family that
+reuses this runtime (Qwen3) passes its own :class:`Family`: its names, architecture and runtime class.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
+
+import attrs
 
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
@@ -21,12 +24,26 @@ from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.progress import Progress
 
 
+@attrs.frozen
+class Family:
+    """A model family the Llama runtime serves: the architecture names it loads (HF and GGUF), how
+    its :class:`LlamaArch` is read from ``config.json``, and its runtime class."""
+
+    name: str
+    names: frozenset[str] = attrs.field(converter=frozenset)
+    arch: Callable[[dict[str, Any]], LlamaArch]
+    runtime: type = LlamaRuntime
+
+
+LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
+
+
 def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
-                      progress: Optional[Progress] = None) -> LlamaRuntime:
+                      progress: Optional[Progress] = None, family: Family = LLAMA) -> LlamaRuntime:
     progress = progress or Progress(path)
     directory = Path(path)
     config = read_json(directory / "config.json")
-    arch = LlamaArch.from_hf_config(config)
+    arch = family.arch(config)
     context = max_context(arch, model_config)
     tokenizer_config = read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     tokenizer = read_tokenizer(directory)
@@ -40,21 +57,21 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
                      eos_token_ids=eos_ids(directory, config, tokenizer, specials),
                      bos_token_id=tokenizer.token_to_id(bos) if bos else int_or_none(config.get("bos_token_id")),
                      dtype=model_config.dtype, device=str(device))
-    runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
+    runtime = family.runtime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
                            specials, engine_config.block_size, engine_config.kv_pool_tokens)
     progress.stage("model ready")
     return runtime
 
 
 def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
-                 cache_dir: str) -> LlamaRuntime:
-    """The Llama runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
-    if source.architecture and source.architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture {source.architecture!r} is not a Llama-family model")
+                 cache_dir: str, family: Family = LLAMA) -> LlamaRuntime:
+    """The runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
+    if source.architecture and source.architecture not in family.names:
+        raise ValueError(f"architecture {source.architecture!r} is not a {family.name} model")
     progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)
     if source.kind == "hf":
-        return load_hf_directory(source.path, model_config, engine_config, progress)
+        return load_hf_directory(source.path, model_config, engine_config, progress, family)
     if source.kind != "gguf":
         raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
     directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress)
-    return load_hf_directory(str(directory), model_config, engine_config, progress)
+    return load_hf_directory(str(directory), model_config, engine_config, progress, family)

@@ -26,6 +26,8 @@ from kvgate.models.block_tables import BlockTables
 
 
 class LlamaRuntime(BlockTables, ModelRuntime):
+    STATE_NAME = "llama-kv/1"  # the chunk layout's name in :attr:`state_format` (a family reusing it renames it)
+
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, info: ModelInfo, tokenizer: Any,
                  chat_template: Optional[str], special_tokens: dict[str, str],
                  block_size: int = 16, kv_pool_tokens: int = 65536):
@@ -129,7 +131,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
     @property
     def state_format(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
-        return f"llama-kv/1 {dtype} {self.arch.layers}x{self.arch.kv_heads}x{self.arch.head_dim}"
+        return f"{self.STATE_NAME} {dtype} {self.arch.layers}x{self.arch.kv_heads}x{self.arch.head_dim}"
 
     def state_bytes(self, length: int) -> int:
         return length * self.state_bytes_per_token()

@@ -1,0 +1,59 @@
+"""Tiny random Qwen3 / Qwen3-MoE Hugging Face directories, with the transformers model as reference.
+
+Norm weights (ones at init) and the router are randomised so q/k norms and routing are exercised.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.models.tiny_models import VOCAB, _tokenizer
+
+QWEN3_CONFIGS = {
+    # dense Qwen3: GQA, head_dim wider than hidden / heads, tied embeddings
+    "qwen3_dense": dict(model_type="qwen3", num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                        tie_word_embeddings=True),
+    # Qwen3-MoE: first layer dense (mlp_only_layers), renormalised top-2 of 8 experts, untied
+    "qwen3_moe_norm": dict(model_type="qwen3_moe", num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+                           mlp_only_layers=[0], num_hidden_layers=3, tie_word_embeddings=False),
+    # Qwen3-MoE: every second layer sparse (decoder_sparse_step), plain softmax weights of top-3
+    "qwen3_moe_step": dict(model_type="qwen3_moe", num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                           num_experts=6, num_experts_per_tok=3, moe_intermediate_size=24, norm_topk_prob=False,
+                           decoder_sparse_step=2, num_hidden_layers=4, tie_word_embeddings=True),
+}
+
+
+def build_tiny_qwen3(directory, name: str):
+    """Save a random tiny model as a Hugging Face directory; return the fp32 transformers model."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    options = dict(QWEN3_CONFIGS[name])
+    model_type = options.pop("model_type")
+    options.setdefault("num_hidden_layers", 2)
+    config = AutoConfig.for_model(
+        model_type, vocab_size=VOCAB, hidden_size=64, intermediate_size=96, max_position_embeddings=128,
+        rms_norm_eps=1e-6, rope_theta=10000.0, bos_token_id=1, eos_token_id=2, **options)
+    torch.manual_seed(sum(map(ord, name)))
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for param_name, param in model.named_parameters():
+            if "norm" in param_name:
+                param.uniform_(0.5, 1.5)
+            elif param_name.endswith("gate.weight"):  # a router: spread logits so top-k choices are clear
+                param.normal_(0, 0.5)
+    model.save_pretrained(directory)
+    _tokenizer().save(str(directory / "tokenizer.json"))
+    return model
+
+
+def load_tiny_qwen3(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, **model_options):
+    from kvgate.core.config import EngineConfig, ModelConfig
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.qwen3.families import QWEN3, QWEN3_MOE
+
+    source = resolve_source(str(directory))
+    family = QWEN3_MOE if source.architecture in QWEN3_MOE.names else QWEN3
+    return load_runtime(source, ModelConfig(dtype=dtype, **model_options),
+                        EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens), str(directory), family)
