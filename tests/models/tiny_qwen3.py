@@ -47,7 +47,8 @@ def build_tiny_qwen3(directory, name: str):
     return model
 
 
-def load_tiny_qwen3(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, **model_options):
+def load_tiny_qwen3(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, cache_dir=None, **model_options):
+    """The runtime of a tiny HF directory or GGUF file (``cache_dir`` holds a GGUF's conversion)."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
@@ -56,4 +57,4 @@ def load_tiny_qwen3(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, 
     source = resolve_source(str(directory))
     family = QWEN3_MOE if source.architecture in QWEN3_MOE.names else QWEN3
     return load_runtime(source, ModelConfig(dtype=dtype, **model_options),
-                        EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens), str(directory), family)
+                        EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens), str(cache_dir or directory), family)

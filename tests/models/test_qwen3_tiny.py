@@ -1,0 +1,144 @@
+"""The Qwen3 and Qwen3-MoE runtimes against transformers on tiny random fp32 models: one-shot
+logits, prefills split anywhere, forks and truncations, chunk export/import, batched decode.
+
+Tolerance: fp32 logits within 1e-4 absolute of transformers'; the runtime's own paths (split,
+chunked, batched) agree with its one-shot prefill to the same bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.models.tiny_models import reference_logits
+from tests.models.tiny_qwen3 import QWEN3_CONFIGS, load_tiny_qwen3
+
+TOLERANCE = 1e-4
+PROMPT = [5, 17, 3, 88, 42, 42, 7, 61, 29, 30, 31, 9, 2, 77, 14, 50, 23, 8, 11, 66, 70, 1, 4]
+NAMES = list(QWEN3_CONFIGS)
+
+
+def close(a, b):
+    return torch.allclose(a, b, atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prefill_logits_match_transformers(qwen3_models, name):
+    directory, model = qwen3_models[name]
+    runtime = load_tiny_qwen3(directory)
+    logits = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
+    expected = reference_logits(model, PROMPT)
+    assert logits.shape == (len(PROMPT), runtime.info.vocab_size) and expected.std() > 0.1
+    assert close(logits, expected)
+    assert runtime.info.architecture == QWEN3_CONFIGS[name]["model_type"]
+
+
+def test_layers_are_dense_or_sparse_as_configured(qwen3_models):
+    sparse = {name: [layer.moe is not None for layer in load_tiny_qwen3(qwen3_models[name][0]).weights.layers]
+              for name in ("qwen3_moe_norm", "qwen3_moe_step", "qwen3_dense")}
+    assert sparse == {"qwen3_moe_norm": [False, True, True], "qwen3_moe_step": [False, True, False, True],
+                      "qwen3_dense": [False, False]}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prefill_split_at_every_position_equals_one_shot(qwen3_models, name):
+    runtime = load_tiny_qwen3(qwen3_models[name][0])
+    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
+    for split in range(1, len(PROMPT)):
+        session = runtime.new_session()
+        parts = [runtime.prefill(session, PROMPT[:split], all_logits=True),
+                 runtime.prefill(session, PROMPT[split:], all_logits=True)]
+        assert close(torch.cat(parts), whole), f"split at {split}"
+        runtime.release(session)
+
+
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm"])
+def test_fork_and_truncate_then_continue_equal_one_shot(qwen3_models, name):
+    runtime = load_tiny_qwen3(qwen3_models[name][0])
+    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
+    base = runtime.new_session()
+    runtime.prefill(base, PROMPT[:14] + [90, 91, 92])
+    for length in (0, 1, 3, 4, 9, 14):
+        fork = runtime.fork(base, length)
+        if length:
+            assert close(runtime.prefill(fork, PROMPT[length:], all_logits=True), whole[length:])
+        truncated = runtime.fork(base)
+        runtime.truncate(truncated, length)
+        assert truncated.tokens == PROMPT[:length]
+        tail = [runtime.decode([truncated], [token])[0] for token in PROMPT[length:length + 3]]
+        if length:
+            assert close(torch.stack(tail), whole[length:length + 3])
+        runtime.release(fork)
+        runtime.release(truncated)
+
+
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step"])
+def test_export_import_chunks_then_append_equals_full_prefill(qwen3_models, name):
+    runtime = load_tiny_qwen3(qwen3_models[name][0])
+    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
+    source = runtime.new_session()
+    runtime.prefill(source, PROMPT[:15])
+    bounds = [0, 3, 4, 11, 15]
+    restored = runtime.new_session()
+    for start, end in zip(bounds, bounds[1:]):
+        chunk = runtime.export_chunk(source, start, end)
+        assert len(chunk) == runtime.CHUNK_HEADER_BYTES + runtime.state_bytes(end - start)
+        runtime.import_chunk(restored, PROMPT[start:end], chunk)
+    assert restored.tokens == PROMPT[:15]
+    assert close(runtime.prefill(restored, PROMPT[15:], all_logits=True), whole[15:])
+    with pytest.raises(ValueError, match="bytes"):
+        runtime.import_chunk(runtime.new_session(), PROMPT[:4], runtime.export_chunk(source, 0, 3))
+    assert runtime.state_format.startswith("qwen3-kv/1 float32 ")
+
+
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm"])
+def test_batched_decode_over_different_lengths_equals_per_session_decode(qwen3_models, name):
+    runtime = load_tiny_qwen3(qwen3_models[name][0])
+    lengths = [1, 4, 7, 10, 13]
+    batch, single = [], []
+    for length in lengths:
+        for group in (batch, single):
+            group.append(runtime.new_session())
+            runtime.prefill(group[-1], PROMPT[:length])
+    for step in range(5):
+        tokens = [PROMPT[length + step] for length in lengths]
+        together = runtime.decode(batch, tokens)
+        alone = torch.cat([runtime.decode([session], [token]) for session, token in zip(single, tokens)])
+        assert close(together, alone), f"step {step}"
+
+
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "qwen3_moe_step"])
+def test_gguf_written_by_the_gguf_package_loads_and_matches_its_hf_twin(qwen3_models, name, tmp_path):
+    from kvgate.models.formats import resolve_source
+    from tests.models.tiny_gguf import write_tiny_gguf
+
+    directory, model = qwen3_models[name]
+    path = write_tiny_gguf(directory, tmp_path / f"{name}.gguf")
+    source = resolve_source(str(path))
+    assert (source.kind, source.architecture) == ("gguf", "qwen3moe" if "moe" in name else "qwen3")
+    runtime = load_tiny_qwen3(path, cache_dir=tmp_path / "models")
+    assert [layer.moe is None for layer in runtime.weights.layers] == \
+        [layer.moe is None for layer in load_tiny_qwen3(directory).weights.layers]
+    assert close(runtime.prefill(runtime.new_session(), PROMPT, all_logits=True), reference_logits(model, PROMPT))
+
+
+def test_each_family_is_its_own_runtime_plugin_with_its_architectures(qwen3_models, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kvgate.core.cli import cli
+    from kvgate.core.config import Config, ModelConfig
+    from kvgate.core.model_loading import load_runtime
+    from kvgate.core.plugins import build_plugin_manager
+
+    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    assert report["qwen3"] == {"plugin": "qwen3", "architectures": {"hf": ["qwen3", "Qwen3ForCausalLM"],
+                                                                  "gguf": ["qwen3"]}}
+    assert report["qwen3_moe"] == {"plugin": "qwen3_moe", "architectures": {
+        "hf": ["qwen3_moe", "Qwen3MoeForCausalLM"], "gguf": ["qwen3moe"]}}
+    directory, model = qwen3_models["qwen3_moe_norm"]
+    config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(directory), dtype="fp32"))
+    runtime = load_runtime(config, build_plugin_manager())  # chosen by the declarations of the installed plugins
+    assert type(runtime).__name__ == "Qwen3Runtime" and runtime.arch.moe is not None
+    assert close(runtime.prefill(runtime.new_session(), PROMPT[:9]), reference_logits(model, PROMPT[:9])[-1])
