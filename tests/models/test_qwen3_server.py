@@ -1,0 +1,75 @@
+"""A tiny random Qwen3 and Qwen3-MoE model served by a real server: Chat Completions with a
+required tool call, fenced in the chatml_json dialect (qwen3 variant), schema-valid.
+
+The checkpoints are random (no real Qwen3 fits this machine); they carry the SmolLM2 tokenizer
+(ChatML special tokens) and a Qwen3-style ChatML template, so what the fence forces is all there is.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import jsonschema
+import pytest
+import torch
+
+from tests.harness import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+# A Qwen3-style ChatML template (the chatml_json dialect renders tools and tool turns into messages)
+TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}"
+)
+PARAMETERS = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Lyon", "Oslo"]},
+                                               "days": {"type": "integer", "minimum": 1, "maximum": 9}},
+              "required": ["city", "days"], "additionalProperties": False}
+TOOL = {"type": "function", "function": {"name": "get_forecast", "description": "Weather forecast",
+                                         "parameters": PARAMETERS}}
+FAMILIES = {
+    "qwen3": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+    "qwen3_moe": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=4,
+                      num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True, mlp_only_layers=[0],
+                      tie_word_embeddings=True),
+}
+
+
+def write_checkpoint(directory, model_type: str):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+
+    tokenizer = smollm2_from_gguf()
+    config = AutoConfig.for_model(model_type, vocab_size=tokenizer.get_vocab_size(), hidden_size=64,
+                                  intermediate_size=96, num_hidden_layers=2, max_position_embeddings=1024,
+                                  bos_token_id=None, eos_token_id=tokenizer.token_to_id("<|im_end|>"),
+                                  **FAMILIES[model_type])
+    torch.manual_seed(len(model_type))
+    AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(directory)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE,
+                                                                 "eos_token": "<|im_end|>"}))
+    return directory
+
+
+@pytest.mark.parametrize("model_type", list(FAMILIES))
+def test_required_tool_call_is_schema_valid(tmp_path, model_type):
+    directory = write_checkpoint(tmp_path / model_type, model_type)
+    settings = {"model": {"path": str(directory), "name": f"tiny-{model_type}", "dtype": "fp32", "max_context": 1024}}
+    with ServerProcess(tmp_path / "server", settings=settings) as server:
+        body = {"model": f"tiny-{model_type}", "messages": [{"role": "user", "content": "Forecast for Lyon, 3 days?"}],
+                "tools": [TOOL], "tool_choice": "required", "max_tokens": 60, "temperature": 0}
+        reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=120).json()
+        assert f"with the {model_type} runtime" in server.log()
+    choice = reply["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", reply
+    calls = choice["message"]["tool_calls"]
+    assert calls and all(call["function"]["name"] == "get_forecast" for call in calls)
+    for call in calls:
+        jsonschema.validate(json.loads(call["function"]["arguments"]), PARAMETERS)
