@@ -3,8 +3,9 @@
 New tokens' K/V are written into their pool slots first; attention then reads the whole context
 back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; how an append
 attends to the prefix and to itself is in :mod:`kvgate.models.prefill_attention`. A layer with
-``qk_norm`` RMS-normalises each q and k head before RoPE (Qwen3); a layer with ``moe`` runs the
-mixture of experts of :mod:`kvgate.models.moe` as its MLP.
+``qk_norm`` RMS-normalises each q and k head before RoPE (Qwen3); ``rotary_dim`` rotates only the
+first dims of each head (GLM-4.5); a layer with ``moe`` runs the mixture of experts of
+:mod:`kvgate.models.moe` as its MLP.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ class LlamaForward:
         qk = qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim)
         if layer.qk_norm is not None:
             qk = F.rms_norm(qk, (arch.head_dim,), eps=arch.rms_eps) * layer.qk_norm
-        qk = apply_rotary(qk, cos, sin)
+        rotary = arch.rotary_dim or arch.head_dim
+        if rotary == arch.head_dim:
+            qk = apply_rotary(qk, cos, sin)
+        else:  # partial rotary: the dims past rotary_dim pass through
+            qk = torch.cat([apply_rotary(qk[..., :rotary], cos, sin), qk[..., rotary:]], -1)
         v = qkv[:, self.qk_width:].view(-1, arch.kv_heads, arch.head_dim)
         return qk[:, : arch.heads], qk[:, arch.heads:], v
 

@@ -2,7 +2,8 @@
 
 Weights are stored fused for speed: q/k/v as one ``qkv`` matrix (plus bias for Qwen2), gate/up as
 one ``gate_up`` matrix. Options other families reuse this runtime through: per-head q/k RMSNorm
-(``qk_norm``, Qwen3) and a mixture of experts in the layers its :class:`MoeConfig` names (``moe``).
+(``qk_norm``, Qwen3), RoPE on the first ``rotary_dim`` dims of each head only (GLM-4.5), and a
+mixture of experts in the layers its :class:`MoeConfig` names (``moe``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class LlamaArch:
     o_bias: bool = False
     qk_norm: bool = False
     moe: Optional[MoeConfig] = None
+    rotary_dim: Optional[int] = None  # None: the whole head
 
     def sparse(self, index: int) -> bool:
         """Whether layer ``index`` is a mixture of experts."""

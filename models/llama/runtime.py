@@ -38,7 +38,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.dtype = weights.embed.dtype
         self.pool = KVPool(arch.layers, arch.kv_heads, arch.head_dim, block_size,
                            kv_pool_tokens, self.dtype, self.device)
-        rotary = Rotary(arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+        rotary = Rotary(arch.rotary_dim or arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(info.max_context, 8192))
         self.forward = LlamaForward(arch, weights, self.pool, rotary,
                                     fp32_attention_keys(self.device, self.dtype))

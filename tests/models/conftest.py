@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.models.tiny_models import TINY_CONFIGS, build_tiny
-from tests.models.tiny_qwen3 import QWEN3_CONFIGS, build_tiny_qwen3
+from tests.models.tiny_families import FAMILY_CONFIGS, build_tiny_family
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def tiny_models(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def qwen3_models(tmp_path_factory):
-    """name -> (directory, transformers model) for every tiny Qwen3 / Qwen3-MoE configuration."""
-    return {name: (directory, build_tiny_qwen3(directory, name))
-            for name in QWEN3_CONFIGS for directory in [tmp_path_factory.mktemp(name)]}
+def family_models(tmp_path_factory):
+    """name -> (directory, transformers model) for every tiny Qwen3 / Qwen3-MoE / GLM-4.5 configuration."""
+    return {name: (directory, build_tiny_family(directory, name))
+            for name in FAMILY_CONFIGS for directory in [tmp_path_factory.mktemp(name)]}

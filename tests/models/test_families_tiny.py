@@ -1,4 +1,4 @@
-"""The Qwen3 and Qwen3-MoE runtimes against transformers on tiny random fp32 models: one-shot
+"""The Qwen3, Qwen3-MoE and GLM-4.5 runtimes against transformers on tiny random fp32 models: one-shot
 logits, prefills split anywhere, forks and truncations, chunk export/import, batched decode.
 
 Tolerance: fp32 logits within 1e-4 absolute of transformers'; the runtime's own paths (split,
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from tests.models.tiny_models import reference_logits
-from tests.models.tiny_qwen3 import QWEN3_CONFIGS, load_tiny_qwen3
+from tests.models.tiny_families import FAMILY_CONFIGS, load_tiny_family
 
 TOLERANCE = 1e-4
 PROMPT = [5, 17, 3, 88, 42, 42, 7, 61, 29, 30, 31, 9, 2, 77, 14, 50, 23, 8, 11, 66, 70, 1, 4]
-NAMES = list(QWEN3_CONFIGS)
+NAMES = list(FAMILY_CONFIGS)
 
 
 def close(a, b):
@@ -23,26 +23,26 @@ def close(a, b):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_prefill_logits_match_transformers(qwen3_models, name):
-    directory, model = qwen3_models[name]
-    runtime = load_tiny_qwen3(directory)
+def test_prefill_logits_match_transformers(family_models, name):
+    directory, model = family_models[name]
+    runtime = load_tiny_family(directory)
     logits = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
     expected = reference_logits(model, PROMPT)
     assert logits.shape == (len(PROMPT), runtime.info.vocab_size) and expected.std() > 0.1
     assert close(logits, expected)
-    assert runtime.info.architecture == QWEN3_CONFIGS[name]["model_type"]
+    assert runtime.info.architecture == FAMILY_CONFIGS[name]["model_type"]
 
 
-def test_layers_are_dense_or_sparse_as_configured(qwen3_models):
-    sparse = {name: [layer.moe is not None for layer in load_tiny_qwen3(qwen3_models[name][0]).weights.layers]
-              for name in ("qwen3_moe_norm", "qwen3_moe_step", "qwen3_dense")}
+def test_layers_are_dense_or_sparse_as_configured(family_models):
+    sparse = {name: [layer.moe is not None for layer in load_tiny_family(family_models[name][0]).weights.layers]
+              for name in ("qwen3_moe_norm", "qwen3_moe_step", "qwen3_dense", "glm45")}
     assert sparse == {"qwen3_moe_norm": [False, True, True], "qwen3_moe_step": [False, True, False, True],
-                      "qwen3_dense": [False, False]}
+                      "qwen3_dense": [False, False], "glm45": [False, True, True]}
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_prefill_split_at_every_position_equals_one_shot(qwen3_models, name):
-    runtime = load_tiny_qwen3(qwen3_models[name][0])
+def test_prefill_split_at_every_position_equals_one_shot(family_models, name):
+    runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
     for split in range(1, len(PROMPT)):
         session = runtime.new_session()
@@ -52,9 +52,9 @@ def test_prefill_split_at_every_position_equals_one_shot(qwen3_models, name):
         runtime.release(session)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm"])
-def test_fork_and_truncate_then_continue_equal_one_shot(qwen3_models, name):
-    runtime = load_tiny_qwen3(qwen3_models[name][0])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45"])
+def test_fork_and_truncate_then_continue_equal_one_shot(family_models, name):
+    runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
     base = runtime.new_session()
     runtime.prefill(base, PROMPT[:14] + [90, 91, 92])
@@ -72,9 +72,9 @@ def test_fork_and_truncate_then_continue_equal_one_shot(qwen3_models, name):
         runtime.release(truncated)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step"])
-def test_export_import_chunks_then_append_equals_full_prefill(qwen3_models, name):
-    runtime = load_tiny_qwen3(qwen3_models[name][0])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step", "glm45_qk_norm"])
+def test_export_import_chunks_then_append_equals_full_prefill(family_models, name):
+    runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
     source = runtime.new_session()
     runtime.prefill(source, PROMPT[:15])
@@ -88,12 +88,13 @@ def test_export_import_chunks_then_append_equals_full_prefill(qwen3_models, name
     assert close(runtime.prefill(restored, PROMPT[15:], all_logits=True), whole[15:])
     with pytest.raises(ValueError, match="bytes"):
         runtime.import_chunk(runtime.new_session(), PROMPT[:4], runtime.export_chunk(source, 0, 3))
-    assert runtime.state_format.startswith("qwen3-kv/1 float32 ")
+    family = "glm4moe" if name.startswith("glm") else "qwen3"
+    assert runtime.state_format.startswith(f"{family}-kv/1 float32 ")
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm"])
-def test_batched_decode_over_different_lengths_equals_per_session_decode(qwen3_models, name):
-    runtime = load_tiny_qwen3(qwen3_models[name][0])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45"])
+def test_batched_decode_over_different_lengths_equals_per_session_decode(family_models, name):
+    runtime = load_tiny_family(family_models[name][0])
     lengths = [1, 4, 7, 10, 13]
     batch, single = [], []
     for length in lengths:
@@ -108,21 +109,21 @@ def test_batched_decode_over_different_lengths_equals_per_session_decode(qwen3_m
 
 
 @pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "qwen3_moe_step"])
-def test_gguf_written_by_the_gguf_package_loads_and_matches_its_hf_twin(qwen3_models, name, tmp_path):
+def test_gguf_written_by_the_gguf_package_loads_and_matches_its_hf_twin(family_models, name, tmp_path):
     from kvgate.models.formats import resolve_source
     from tests.models.tiny_gguf import write_tiny_gguf
 
-    directory, model = qwen3_models[name]
+    directory, model = family_models[name]
     path = write_tiny_gguf(directory, tmp_path / f"{name}.gguf")
     source = resolve_source(str(path))
     assert (source.kind, source.architecture) == ("gguf", "qwen3moe" if "moe" in name else "qwen3")
-    runtime = load_tiny_qwen3(path, cache_dir=tmp_path / "models")
+    runtime = load_tiny_family(path, cache_dir=tmp_path / "models")
     assert [layer.moe is None for layer in runtime.weights.layers] == \
-        [layer.moe is None for layer in load_tiny_qwen3(directory).weights.layers]
+        [layer.moe is None for layer in load_tiny_family(directory).weights.layers]
     assert close(runtime.prefill(runtime.new_session(), PROMPT, all_logits=True), reference_logits(model, PROMPT))
 
 
-def test_each_family_is_its_own_runtime_plugin_with_its_architectures(qwen3_models, tmp_path):
+def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_models, tmp_path):
     import json
 
     from click.testing import CliRunner
@@ -137,7 +138,7 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(qwen3_mode
                                                                   "gguf": ["qwen3"]}}
     assert report["qwen3_moe"] == {"plugin": "qwen3_moe", "architectures": {
         "hf": ["qwen3_moe", "Qwen3MoeForCausalLM"], "gguf": ["qwen3moe"]}}
-    directory, model = qwen3_models["qwen3_moe_norm"]
+    directory, model = family_models["qwen3_moe_norm"]
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(directory), dtype="fp32"))
     runtime = load_runtime(config, build_plugin_manager())  # chosen by the declarations of the installed plugins
     assert type(runtime).__name__ == "Qwen3Runtime" and runtime.arch.moe is not None
