@@ -3,8 +3,7 @@
 The directory holds config.json, model.safetensors (in the requested dtype), tokenizer.json and
 tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
 llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
-Qwen3 adds per-head q/k norms; Qwen3-MoE's stacked expert tensors (``ffn_*_exps``) become one
-Hugging Face tensor per expert, and a layer without a router (``ffn_gate_inp``) is a dense one.
+The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from kvgate.models import gguf_experts
 from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
 from kvgate.models.progress import Progress
 
@@ -25,15 +25,11 @@ _LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
-    "ffn_gate_inp": "mlp.gate",
+    "ffn_down": "mlp.down_proj", **gguf_experts.LAYER_NAMES,
 }
-_EXPERT_NAMES = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                  "output.weight": "lm_head.weight"}
-_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-               "qwen3moe": "Qwen3MoeForCausalLM"}
-_HF_MODEL_TYPES = {"qwen3moe": "qwen3_moe"}  # where the Hugging Face model_type differs from the GGUF name
+_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", **gguf_experts.HF_CLASSES}
 
 
 def open_gguf(path: str):
@@ -58,30 +54,6 @@ def hf_name(gguf_name: str) -> str:
     return f"model.layers.{match.group(1)}.{_LAYER_NAMES[match.group(2)]}.{match.group(3)}"
 
 
-def hf_tensors(gguf_name: str, values: np.ndarray) -> dict[str, np.ndarray]:
-    """The Hugging Face tensors of one GGUF tensor: itself renamed, or one per expert of a stacked one."""
-    match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", gguf_name)
-    if not match or match.group(2) not in _EXPERT_NAMES:
-        return {hf_name(gguf_name): values}
-    prefix = f"model.layers.{match.group(1)}.mlp.experts."
-    return {f"{prefix}{e}.{_EXPERT_NAMES[match.group(2)]}.weight": values[e] for e in range(values.shape[0])}
-
-
-def moe_config(meta: dict[str, Any], names: set[str]) -> dict[str, Any]:
-    """The Hugging Face MoE keys of a GGUF with experts (none without ``expert_count``)."""
-    arch = meta.get("general.architecture")
-    experts = meta.get(f"{arch}.expert_count")
-    if not experts:
-        return {}
-    layers = int(meta[f"{arch}.block_count"])
-    width = int(meta[f"{arch}.expert_feed_forward_length"])
-    return {"num_experts": int(experts), "num_experts_per_tok": int(meta[f"{arch}.expert_used_count"]),
-            "moe_intermediate_size": width,
-            # llama.cpp renormalises Qwen3-MoE's top-k weights unless told otherwise
-            "norm_topk_prob": bool(meta.get(f"{arch}.expert_weights_norm", True)),
-            "mlp_only_layers": [i for i in range(layers) if f"blk.{i}.ffn_gate_inp.weight" not in names]}
-
-
 def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     """Undo llama.cpp's per-head interleaving of q/k rows (back to split-half RoPE order)."""
     rows = weight.shape[0]
@@ -103,7 +75,7 @@ def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
     heads = int(key("attention.head_count"))
     hidden = int(key("embedding_length"))
     config = {
-        "model_type": _HF_MODEL_TYPES.get(arch, arch), "architectures": [_HF_CLASSES[arch]],
+        "model_type": gguf_experts.HF_MODEL_TYPES.get(arch, arch), "architectures": [_HF_CLASSES[arch]],
         "vocab_size": int(meta.get(f"{arch}.vocab_size") or len(meta["tokenizer.ggml.tokens"])),
         "hidden_size": hidden, "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")), "num_attention_heads": heads,
@@ -135,7 +107,7 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     if "rope_freqs.weight" in names:
         raise ValueError("GGUF files with a rope_freqs tensor (llama3 rope scaling) are not supported yet")
     config = hf_config(meta, has_output="output.weight" in names)
-    config.update(moe_config(meta, names))
+    config.update(gguf_experts.family_config(meta, names, config))
     progress.stage("building tokenizer")
     build_tokenizer(meta).save(str(target / "tokenizer.json"))
     specials = special_token_texts(meta)
@@ -150,7 +122,7 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
         if permute and re.search(r"attn_[qk]\.", tensor.name):
             q = ".attn_q." in tensor.name
             values = unpermute_rows(values, config["num_attention_heads" if q else "num_key_value_heads"])
-        for name, part in hf_tensors(tensor.name, values).items():
+        for name, part in gguf_experts.hf_tensors(tensor.name, values, config["num_hidden_layers"], hf_name).items():
             part = np.ascontiguousarray(part)
             if not part.flags.writeable:  # plain F32 tensors are views of the read-only memory map
                 part = part.copy()

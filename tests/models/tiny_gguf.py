@@ -1,5 +1,6 @@
-"""Write a tiny Qwen3 / Qwen3-MoE Hugging Face directory as a GGUF file with the ``gguf`` package
-(fp32 tensors, llama.cpp names and keys; experts stacked per layer, as llama.cpp stores them)."""
+"""Write a tiny Qwen3 / Qwen3-MoE / GLM-4.5 Hugging Face directory as a GGUF file with the ``gguf``
+package (fp32 tensors, llama.cpp names and keys; experts stacked per layer, as llama.cpp stores them;
+GLM gets a stand-in next-token-prediction block past its layers, which the loader must skip)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,30 @@ from tests.models.tiny_models import VOCAB
 _NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
           "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
           "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "mlp.gate": "ffn_gate_inp",
-          "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+          "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+          "mlp.shared_experts.gate_proj": "ffn_gate_shexp", "mlp.shared_experts.up_proj": "ffn_up_shexp",
+          "mlp.shared_experts.down_proj": "ffn_down_shexp"}
+_ARCHES = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe"}
 _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
            "lm_head.weight": "output.weight"}
 
 
-def gguf_tensors(tensors: dict[str, np.ndarray], experts: int) -> dict[str, np.ndarray]:
+def gguf_tensors(tensors: dict[str, np.ndarray], experts: int, glm: bool) -> dict[str, np.ndarray]:
+    names = dict(_NAMES, post_attention_layernorm="post_attention_norm") if glm else _NAMES
     out, stacked = {}, {}
     for name, value in tensors.items():
         if name in _GLOBAL:
             out[_GLOBAL[name]] = value
             continue
-        layer, rest = re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.weight", name).groups()
-        expert = re.fullmatch(r"mlp\.experts\.(\d+)\.(\w+)_proj", rest)
+        layer, rest = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name).groups()
+        expert = re.fullmatch(r"mlp\.experts\.(\d+)\.(\w+)_proj\.weight", rest)
         if expert:
             stacked.setdefault((layer, expert.group(2)), {})[int(expert.group(1))] = value
+        elif rest == "mlp.gate.e_score_correction_bias":
+            out[f"blk.{layer}.exp_probs_b.bias"] = value
         else:
-            out[f"blk.{layer}.{_NAMES[rest]}.weight"] = value
+            base, suffix = rest.rsplit(".", 1)
+            out[f"blk.{layer}.{names[base]}.{suffix}"] = value
     for (layer, kind), parts in stacked.items():
         out[f"blk.{layer}.ffn_{kind}_exps.weight"] = np.stack([parts[e] for e in range(experts)])
     return out
@@ -42,9 +50,10 @@ def write_tiny_gguf(directory: Path, path: Path) -> Path:
     import gguf
 
     config = json.loads((directory / "config.json").read_text())
-    moe = config["model_type"] == "qwen3_moe"
-    writer = gguf.GGUFWriter(str(path), "qwen3moe" if moe else "qwen3")
-    writer.add_block_count(config["num_hidden_layers"])
+    glm = config["model_type"] == "glm4_moe"
+    writer = gguf.GGUFWriter(str(path), _ARCHES[config["model_type"]])
+    layers = config["num_hidden_layers"]
+    writer.add_block_count(layers + 1 if glm else layers)
     writer.add_context_length(config["max_position_embeddings"])
     writer.add_embedding_length(config["hidden_size"])
     writer.add_feed_forward_length(config["intermediate_size"])
@@ -54,20 +63,33 @@ def write_tiny_gguf(directory: Path, path: Path) -> Path:
     writer.add_value_length(config["head_dim"])
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_rope_freq_base(config["rope_parameters"]["rope_theta"])
-    experts = 0
-    if moe:
-        experts = config.get("num_experts") or config["num_local_experts"]
+    experts = config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0
+    if experts:
         writer.add_expert_count(experts)
         writer.add_expert_used_count(config["num_experts_per_tok"])
         writer.add_expert_feed_forward_length(config["moe_intermediate_size"])
         writer.add_expert_weights_norm(config["norm_topk_prob"])
+    if glm:
+        head_dim = config["head_dim"]
+        writer.add_rope_dimension_count(int(head_dim * config["rope_parameters"]["partial_rotary_factor"]))
+        writer.add_expert_shared_count(config["n_shared_experts"])
+        writer.add_expert_weights_scale(config["routed_scaling_factor"])
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        writer.add_expert_group_count(config["n_group"])
+        writer.add_expert_group_used_count(config["topk_group"])
+        writer.add_leading_dense_block_count(config["first_k_dense_replace"])
+        writer.add_nextn_predict_layers(1)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list([f"w{i}" for i in range(VOCAB)])
     writer.add_token_types([1] * VOCAB)
     writer.add_bos_token_id(config["bos_token_id"])
     writer.add_eos_token_id(config["eos_token_id"])
-    for name, value in gguf_tensors(load_file(str(directory / "model.safetensors")), experts).items():
+    tensors = gguf_tensors(load_file(str(directory / "model.safetensors")), experts, glm)
+    if glm:  # a stand-in MTP block: the next-token-prediction layer past the main ones
+        tensors[f"blk.{layers}.nextn.eh_proj.weight"] = np.zeros((config["hidden_size"], 2 * config["hidden_size"]))
+        tensors[f"blk.{layers}.attn_norm.weight"] = np.ones(config["hidden_size"])
+    for name, value in tensors.items():
         writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
