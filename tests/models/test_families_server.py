@@ -1,8 +1,10 @@
-"""A tiny random Qwen3 and Qwen3-MoE model served by a real server: Chat Completions with a
-required tool call, fenced in the chatml_json dialect (qwen3 variant), schema-valid.
+"""A tiny random Qwen3, Qwen3-MoE and GLM-4.5 model served by a real server: Chat Completions with
+a required tool call, fenced in the model's dialect (chatml_json qwen3 variant; glm_xml, chosen by
+the architecture, with the glm45 chat format), schema-valid.
 
-The checkpoints are random (no real Qwen3 fits this machine); they carry the SmolLM2 tokenizer
-(ChatML special tokens) and a Qwen3-style ChatML template, so what the fence forces is all there is.
+The checkpoints are random (no real checkpoint of these fits this machine); they carry the SmolLM2
+tokenizer (ChatML special tokens; GLM's role tokens added) and, for Qwen3, a Qwen3-style ChatML
+template, so what the fence forces is all there is.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ FAMILIES = {
     "qwen3_moe": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=4,
                       num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True, mlp_only_layers=[0],
                       tie_word_embeddings=True),
+    "glm4_moe": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_bias=True,
+                     n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+                     first_k_dense_replace=1, norm_topk_prob=True, tie_word_embeddings=True),
 }
+GLM_TOKENS = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
+EXPECTED = {"qwen3": "dialect chatml_json", "qwen3_moe": "dialect chatml_json", "glm4_moe": "dialect glm_xml"}
 
 
 def write_checkpoint(directory, model_type: str):
@@ -46,27 +53,34 @@ def write_checkpoint(directory, model_type: str):
     from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     tokenizer = smollm2_from_gguf()
+    glm = model_type == "glm4_moe"
+    if glm:
+        tokenizer.add_special_tokens(GLM_TOKENS)
+    eos = "<|user|>" if glm else "<|im_end|>"
     config = AutoConfig.for_model(model_type, vocab_size=tokenizer.get_vocab_size(), hidden_size=64,
                                   intermediate_size=96, num_hidden_layers=2, max_position_embeddings=1024,
-                                  bos_token_id=None, eos_token_id=tokenizer.token_to_id("<|im_end|>"),
+                                  bos_token_id=None, eos_token_id=tokenizer.token_to_id(eos),
                                   **FAMILIES[model_type])
     torch.manual_seed(len(model_type))
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(directory)
     tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE,
-                                                                 "eos_token": "<|im_end|>"}))
+    template = {} if glm else {"chat_template": TEMPLATE}  # GLM: the glm45 chat format renders
+    (directory / "tokenizer_config.json").write_text(json.dumps({**template, "eos_token": eos}))
     return directory
 
 
 @pytest.mark.parametrize("model_type", list(FAMILIES))
 def test_required_tool_call_is_schema_valid(tmp_path, model_type):
     directory = write_checkpoint(tmp_path / model_type, model_type)
-    settings = {"model": {"path": str(directory), "name": f"tiny-{model_type}", "dtype": "fp32", "max_context": 1024}}
+    model = {"path": str(directory), "name": f"tiny-{model_type}", "dtype": "fp32", "max_context": 1024}
+    settings = {"model": dict(model, chat_format="glm45") if model_type == "glm4_moe" else model}
     with ServerProcess(tmp_path / "server", settings=settings) as server:
-        body = {"model": f"tiny-{model_type}", "messages": [{"role": "user", "content": "Forecast for Lyon, 3 days?"}],
-                "tools": [TOOL], "tool_choice": "required", "max_tokens": 60, "temperature": 0}
+        ask = [{"role": "user", "content": "Forecast for Lyon, 3 days?"}]
+        body = {"model": f"tiny-{model_type}", "messages": ask,
+                "tools": [TOOL], "tool_choice": "required", "max_tokens": 200, "temperature": 0,
+                "chat_template_kwargs": {"enable_thinking": False}}  # a random model would think on and on
         reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=120).json()
-        assert f"with the {model_type} runtime" in server.log()
+        assert f"with the {model_type} runtime" in server.log() and EXPECTED[model_type] in server.log()
     choice = reply["choices"][0]
     assert choice["finish_reason"] == "tool_calls", reply
     calls = choice["message"]["tool_calls"]
