@@ -146,3 +146,16 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
     runtime = load_runtime(config, build_plugin_manager())  # chosen by the declarations of the installed plugins
     assert type(runtime).__name__ == "Qwen3Runtime" and runtime.arch.moe is not None
     assert close(runtime.prefill(runtime.new_session(), PROMPT[:9]), reference_logits(model, PROMPT[:9])[-1])
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe_norm", "glm45"])
+def test_bf16_runtime_is_close_to_fp32(family_models, name):
+    directory, model = family_models[name]
+    runtime = load_tiny_family(directory, dtype="bf16")
+    session = runtime.new_session()
+    logits = runtime.prefill(session, PROMPT[:20])
+    decoded = runtime.decode([session], [PROMPT[20]])[0]
+    expected = reference_logits(model, PROMPT[:21])
+    assert logits.dtype == torch.float32 and runtime.state_format.split()[1] == "bfloat16"
+    # bf16 keeps ~3 significant digits; the tiny model's logits are O(1)
+    assert (logits - expected[19]).abs().max() < 0.1 and (decoded - expected[20]).abs().max() < 0.1

@@ -80,5 +80,5 @@ def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096,
 
     source = resolve_source(str(directory))
     family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE) if source.architecture in f.names)
-    return load_runtime(source, ModelConfig(dtype=dtype, **model_options),
-                        EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens), str(cache_dir or directory), family)
+    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
+    return load_runtime(source, ModelConfig(dtype=dtype, **model_options), engine, str(cache_dir or directory), family)
