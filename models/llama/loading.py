@@ -27,12 +27,13 @@ from kvgate.models.progress import Progress
 @attrs.frozen
 class Family:
     """A model family the Llama runtime serves: the architecture names it loads (HF and GGUF), how
-    its :class:`LlamaArch` is read from ``config.json``, and its runtime class."""
+    its architecture is read from ``config.json`` and its weights from the tensors, and its runtime class."""
 
     name: str
     names: frozenset[str] = attrs.field(converter=frozenset)
-    arch: Callable[[dict[str, Any]], LlamaArch]
+    arch: Callable[[dict[str, Any]], Any]
     runtime: type = LlamaRuntime
+    weights: Callable[..., Any] = LlamaWeights.from_hf_tensors
 
 
 LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
@@ -49,7 +50,7 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    weights = LlamaWeights.from_hf_tensors(arch, load_weights(directory), dtype, device)
+    weights = family.weights(arch, load_weights(directory), dtype, device)
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,

@@ -36,14 +36,22 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.block_size = block_size
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
-        self.pool = KVPool(arch.layers, arch.kv_heads, arch.head_dim, block_size,
-                           kv_pool_tokens, self.dtype, self.device)
-        rotary = Rotary(arch.rotary_dim or arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
-                        initial_positions=min(info.max_context, 8192))
-        self.forward = LlamaForward(arch, weights, self.pool, rotary,
-                                    fp32_attention_keys(self.device, self.dtype))
+        self.pool = self.new_pool(kv_pool_tokens)
+        self.forward = self.new_forward()
         self._ids = itertools.count(1)
         self._fingerprint: Optional[str] = None
+
+    def new_pool(self, kv_pool_tokens: int) -> KVPool:
+        """The pool of per-token state (a family with another layout overrides this and :meth:`new_forward`)."""
+        arch = self.arch
+        return KVPool(arch.layers, arch.kv_heads, arch.head_dim, self.block_size, kv_pool_tokens, self.dtype,
+                      self.device)
+
+    def new_forward(self) -> LlamaForward:
+        arch = self.arch
+        rotary = Rotary(arch.rotary_dim or arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+                        initial_positions=min(self.info.max_context, 8192))
+        return LlamaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype))
 
     @property
     def fingerprint(self) -> str:
@@ -175,7 +183,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self._token_tensor(tokens)
         self._check_room(session, count)
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(self.dtype)
-        kv = raw.view(self.arch.layers, 2, count, self.arch.kv_heads, self.arch.head_dim).to(self.device)
+        pool = self.pool
+        kv = raw.view(pool.layers, pool.parts, count, pool.kv_heads, pool.head_dim).to(self.device)
         start = session.length
         self._reserve([session], count)
         self.pool.write(self.pool.slots(session.block_table, start, start + count), kv)

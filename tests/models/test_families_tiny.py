@@ -1,4 +1,4 @@
-"""The Qwen3, Qwen3-MoE and GLM-4.5 runtimes against transformers on tiny random fp32 models: one-shot
+"""The Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 runtimes against transformers on tiny random fp32 models: one-shot
 logits, prefills split anywhere, forks and truncations, chunk export/import, batched decode.
 
 Tolerance: fp32 logits within 1e-4 absolute of transformers'; the runtime's own paths (split,
@@ -35,9 +35,9 @@ def test_prefill_logits_match_transformers(family_models, name):
 
 def test_layers_are_dense_or_sparse_as_configured(family_models):
     sparse = {name: [layer.moe is not None for layer in load_tiny_family(family_models[name][0]).weights.layers]
-              for name in ("qwen3_moe_norm", "qwen3_moe_step", "qwen3_dense", "glm45")}
+              for name in ("qwen3_moe_norm", "qwen3_moe_step", "qwen3_dense", "glm45", "deepseek_v3")}
     assert sparse == {"qwen3_moe_norm": [False, True, True], "qwen3_moe_step": [False, True, False, True],
-                      "qwen3_dense": [False, False], "glm45": [False, True, True]}
+                      "qwen3_dense": [False, False], "glm45": [False, True, True], "deepseek_v3": [False, True, True]}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,7 +52,7 @@ def test_prefill_split_at_every_position_equals_one_shot(family_models, name):
         runtime.release(session)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3"])
 def test_fork_and_truncate_then_continue_equal_one_shot(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
@@ -72,7 +72,7 @@ def test_fork_and_truncate_then_continue_equal_one_shot(family_models, name):
         runtime.release(truncated)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step", "glm45_qk_norm"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step", "glm45_qk_norm", "deepseek_v3_no_q_lora"])
 def test_export_import_chunks_then_append_equals_full_prefill(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
@@ -88,11 +88,11 @@ def test_export_import_chunks_then_append_equals_full_prefill(family_models, nam
     assert close(runtime.prefill(restored, PROMPT[15:], all_logits=True), whole[15:])
     with pytest.raises(ValueError, match="bytes"):
         runtime.import_chunk(runtime.new_session(), PROMPT[:4], runtime.export_chunk(source, 0, 3))
-    family = "glm4moe" if name.startswith("glm") else "qwen3"
-    assert runtime.state_format.startswith(f"{family}-kv/1 float32 ")
+    family = {"glm": "glm4moe-kv/1", "dee": "mla-latent/1"}.get(name[:3], "qwen3-kv/1")
+    assert runtime.state_format.startswith(f"{family} float32 ")
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3"])
 def test_batched_decode_over_different_lengths_equals_per_session_decode(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     lengths = [1, 4, 7, 10, 13]
@@ -141,6 +141,8 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
         "hf": ["qwen3_moe", "Qwen3MoeForCausalLM"], "gguf": ["qwen3moe"]}}
     assert report["glm4_moe"] == {"plugin": "glm4_moe", "architectures": {
         "hf": ["glm4_moe", "Glm4MoeForCausalLM"], "gguf": ["glm4moe"]}}
+    assert report["deepseek_v3"] == {"plugin": "deepseek_v3", "architectures": {
+        "hf": ["deepseek_v3", "kimi_k2", "DeepseekV3ForCausalLM"], "gguf": []}}
     directory, model = family_models["qwen3_moe_norm"]
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(directory), dtype="fp32"))
     runtime = load_runtime(config, build_plugin_manager())  # chosen by the declarations of the installed plugins
@@ -148,7 +150,7 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
     assert close(runtime.prefill(runtime.new_session(), PROMPT[:9]), reference_logits(model, PROMPT[:9])[-1])
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe_norm", "glm45"])
+@pytest.mark.parametrize("name", ["qwen3_moe_norm", "glm45", "deepseek_v3"])
 def test_bf16_runtime_is_close_to_fp32(family_models, name):
     directory, model = family_models[name]
     runtime = load_tiny_family(directory, dtype="bf16")
@@ -159,3 +161,12 @@ def test_bf16_runtime_is_close_to_fp32(family_models, name):
     assert logits.dtype == torch.float32 and runtime.state_format.split()[1] == "bfloat16"
     # bf16 keeps ~3 significant digits; the tiny model's logits are O(1)
     assert (logits - expected[19]).abs().max() < 0.1 and (decoded - expected[20]).abs().max() < 0.1
+
+
+def test_mla_caches_the_latent_and_rope_key_only(family_models):
+    """Per token and layer: kv_lora_rank + rope_dim values, against heads x 2 x head_dim for GQA."""
+    runtime = load_tiny_family(family_models["deepseek_v3"][0])
+    assert runtime.state_bytes(1000) == 1000 * 3 * (32 + 8) * 4
+    session = runtime.new_session()
+    runtime.prefill(session, PROMPT[:9])
+    assert len(runtime.export_chunk(session, 0, 9)) == runtime.CHUNK_HEADER_BYTES + 9 * 3 * 40 * 4

@@ -36,6 +36,20 @@ FAMILY_CONFIGS = {
                           num_experts_per_tok=3, moe_intermediate_size=24, n_shared_experts=2, n_group=1,
                           topk_group=1, routed_scaling_factor=1.0, norm_topk_prob=False, first_k_dense_replace=1,
                           num_hidden_layers=2, tie_word_embeddings=True),
+    # DeepSeek V3: MLA with a query bottleneck, interleaved rope, first layer dense, sigmoid routing
+    # over 4 groups (best 2 kept) of 4 experts, renormalised and scaled, one shared expert
+    "deepseek_v3": dict(model_type="deepseek_v3", num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24,
+                        kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=16,
+                        num_experts_per_tok=3, moe_intermediate_size=24, n_shared_experts=1, n_group=4, topk_group=2,
+                        routed_scaling_factor=2.5, norm_topk_prob=True, first_k_dense_replace=1, num_hidden_layers=3,
+                        tie_word_embeddings=False),
+    # Kimi-K2-like DeepSeek V3: no query bottleneck, ungrouped routing
+    "deepseek_v3_no_q_lora": dict(model_type="deepseek_v3", num_attention_heads=2, num_key_value_heads=2,
+                                  q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
+                                  v_head_dim=8, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=16,
+                                  n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=1.0,
+                                  norm_topk_prob=False, first_k_dense_replace=1, num_hidden_layers=2,
+                                  tie_word_embeddings=True),
 }
 
 
@@ -75,10 +89,11 @@ def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096,
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.deepseek_v3.runtime import DEEPSEEK_V3
     from kvgate.models.glm4_moe.family import GLM4_MOE
     from kvgate.models.qwen3.families import QWEN3, QWEN3_MOE
 
     source = resolve_source(str(directory))
-    family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE) if source.architecture in f.names)
+    family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE, DEEPSEEK_V3) if source.architecture in f.names)
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
     return load_runtime(source, ModelConfig(dtype=dtype, **model_options), engine, str(cache_dir or directory), family)
