@@ -1,10 +1,11 @@
-"""A tiny random Qwen3, Qwen3-MoE and GLM-4.5 model served by a real server: Chat Completions with
-a required tool call, fenced in the model's dialect (chatml_json qwen3 variant; glm_xml, chosen by
-the architecture, with the glm45 chat format), schema-valid.
+"""A tiny random Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 model served by a real server: Chat
+Completions with a required tool call, fenced in the model's dialect (chatml_json qwen3 variant;
+glm_xml and deepseek_dsml, chosen by the architecture, with the glm45 / deepseek_v32 chat formats),
+schema-valid.
 
 The checkpoints are random (no real checkpoint of these fits this machine); they carry the SmolLM2
-tokenizer (ChatML special tokens; GLM's role tokens added) and, for Qwen3, a Qwen3-style ChatML
-template, so what the fence forces is all there is.
+tokenizer (ChatML special tokens; GLM's and DeepSeek's role tokens added) and, for Qwen3, a
+Qwen3-style ChatML template, so what the fence forces is all there is.
 """
 
 from __future__ import annotations
@@ -42,9 +43,19 @@ FAMILIES = {
     "glm4_moe": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_bias=True,
                      n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
                      first_k_dense_replace=1, norm_topk_prob=True, tie_word_embeddings=True),
+    "deepseek_v3": dict(num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=32,
+                        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8, n_group=2,
+                        topk_group=1, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+                        first_k_dense_replace=1, norm_topk_prob=True, tie_word_embeddings=True),
 }
-GLM_TOKENS = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
-EXPECTED = {"qwen3": "dialect chatml_json", "qwen3_moe": "dialect chatml_json", "glm4_moe": "dialect glm_xml"}
+ROLE_TOKENS = {  # special tokens added to the tokenizer, and the end-of-turn token
+    "glm4_moe": (["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"], "<|user|>"),
+    "deepseek_v3": (["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"],
+                    "<｜end▁of▁sentence｜>"),
+}
+CHAT_FORMATS = {"glm4_moe": "glm45", "deepseek_v3": "deepseek_v32"}
+EXPECTED = {"qwen3": "dialect chatml_json", "qwen3_moe": "dialect chatml_json", "glm4_moe": "dialect glm_xml",
+            "deepseek_v3": "dialect deepseek_dsml"}
 
 
 def write_checkpoint(directory, model_type: str):
@@ -53,10 +64,8 @@ def write_checkpoint(directory, model_type: str):
     from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     tokenizer = smollm2_from_gguf()
-    glm = model_type == "glm4_moe"
-    if glm:
-        tokenizer.add_special_tokens(GLM_TOKENS)
-    eos = "<|user|>" if glm else "<|im_end|>"
+    added, eos = ROLE_TOKENS.get(model_type, ([], "<|im_end|>"))
+    tokenizer.add_special_tokens(added)
     config = AutoConfig.for_model(model_type, vocab_size=tokenizer.get_vocab_size(), hidden_size=64,
                                   intermediate_size=96, num_hidden_layers=2, max_position_embeddings=1024,
                                   bos_token_id=None, eos_token_id=tokenizer.token_to_id(eos),
@@ -64,7 +73,7 @@ def write_checkpoint(directory, model_type: str):
     torch.manual_seed(len(model_type))
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(directory)
     tokenizer.save(str(directory / "tokenizer.json"))
-    template = {} if glm else {"chat_template": TEMPLATE}  # GLM: the glm45 chat format renders
+    template = {} if model_type in CHAT_FORMATS else {"chat_template": TEMPLATE}  # else the chat format renders
     (directory / "tokenizer_config.json").write_text(json.dumps({**template, "eos_token": eos}))
     return directory
 
@@ -73,7 +82,9 @@ def write_checkpoint(directory, model_type: str):
 def test_required_tool_call_is_schema_valid(tmp_path, model_type):
     directory = write_checkpoint(tmp_path / model_type, model_type)
     model = {"path": str(directory), "name": f"tiny-{model_type}", "dtype": "fp32", "max_context": 1024}
-    settings = {"model": dict(model, chat_format="glm45") if model_type == "glm4_moe" else model}
+    if model_type in CHAT_FORMATS:
+        model["chat_format"] = CHAT_FORMATS[model_type]
+    settings = {"model": model}
     with ServerProcess(tmp_path / "server", settings=settings) as server:
         ask = [{"role": "user", "content": "Forecast for Lyon, 3 days?"}]
         body = {"model": f"tiny-{model_type}", "messages": ask,
