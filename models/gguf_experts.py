@@ -1,5 +1,7 @@
 """GGUF to Hugging Face for the families past Llama: Qwen3's q/k norms, stacked experts, routers and
-their correction biases, shared experts, GLM-4.5's partial rotary and dense first layers.
+their correction biases, shared experts, GLM-4.5's partial rotary and dense first layers, DeepSeek
+V3's MLA projections (``deepseek2``; ``attn_kv_b``, or the split ``attn_k_b`` / ``attn_v_b`` of newer
+converters, kept as ``k_b_proj`` / ``v_b_proj`` for the DeepSeek loader).
 
 llama.cpp stores a layer's experts as one tensor per projection (``ffn_{gate,up,down}_exps``,
 ``[experts, rows, cols]``); each becomes one Hugging Face tensor per expert. A layer without a
@@ -18,10 +20,16 @@ LAYER_NAMES = {
     "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm", "ffn_gate_inp": "mlp.gate",
     "post_attention_norm": "post_attention_layernorm", "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
     "ffn_up_shexp": "mlp.shared_experts.up_proj", "ffn_down_shexp": "mlp.shared_experts.down_proj",
+    "attn_q_a": "self_attn.q_a_proj", "attn_q_a_norm": "self_attn.q_a_layernorm", "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa", "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "attn_kv_b": "self_attn.kv_b_proj", "attn_k_b": "self_attn.k_b_proj", "attn_v_b": "self_attn.v_b_proj",
 }
 EXPERT_NAMES = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
-HF_CLASSES = {"qwen3": "Qwen3ForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM", "glm4moe": "Glm4MoeForCausalLM"}
-HF_MODEL_TYPES = {"qwen3moe": "qwen3_moe", "glm4moe": "glm4_moe"}  # where model_type differs from the GGUF name
+HF_CLASSES = {"qwen3": "Qwen3ForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM", "glm4moe": "Glm4MoeForCausalLM",
+              "deepseek2": "DeepseekV3ForCausalLM"}
+# where model_type differs from the GGUF name
+HF_MODEL_TYPES = {"qwen3moe": "qwen3_moe", "glm4moe": "glm4_moe", "deepseek2": "deepseek_v3"}
+SIGMOID_GATING = 2  # llama.cpp's expert_gating_func for sigmoid routers
 _LAYER_TENSOR = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
@@ -53,6 +61,8 @@ def family_config(meta: dict[str, Any], names: set[str], config: dict[str, Any])
         out["partial_rotary_factor"] = int(rotary) / config["head_dim"]
     if arch == "glm4moe":
         out.update(attention_bias="blk.0.attn_q.bias" in names, use_qk_norm="blk.0.attn_q_norm.weight" in names)
+    if arch == "deepseek2":
+        out.update(_mla_config(meta, arch))
     experts = meta.get(f"{arch}.expert_count")
     if not experts:
         return out
@@ -67,3 +77,16 @@ def family_config(meta: dict[str, Any], names: set[str], config: dict[str, Any])
         "topk_group": int(meta.get(f"{arch}.expert_group_used_count") or 1),
         "mlp_only_layers": [i for i in range(layers) if f"blk.{i}.ffn_gate_inp.weight" not in names]})
     return out
+
+
+def _mla_config(meta: dict[str, Any], arch: str) -> dict[str, Any]:
+    """DeepSeek V3's MLA sizes; llama.cpp keeps DeepSeek's interleaved rope order in the tensors."""
+    if int(meta.get(f"{arch}.expert_gating_func") or SIGMOID_GATING) != SIGMOID_GATING:
+        raise ValueError("deepseek2 GGUF with softmax expert gating (DeepSeek V2) is not supported")
+    rope = int(meta[f"{arch}.rope.dimension_count"])
+    key = meta.get(f"{arch}.attention.key_length_mla") or meta[f"{arch}.attention.key_length"]
+    value = meta.get(f"{arch}.attention.value_length_mla") or meta[f"{arch}.attention.value_length"]
+    return {"q_lora_rank": meta.get(f"{arch}.attention.q_lora_rank") or None,
+            "kv_lora_rank": int(meta[f"{arch}.attention.kv_lora_rank"]), "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": int(key) - rope, "v_head_dim": int(value), "rope_interleave": True,
+            "scoring_func": "sigmoid", "first_k_dense_replace": int(meta.get(f"{arch}.leading_dense_block_count") or 0)}

@@ -1,4 +1,4 @@
-"""Plugin: the DeepSeek V3 runtime (``deepseek_v3``, also Kimi K2's ``kimi_k2``), Hugging Face directories."""
+"""Plugin: the DeepSeek V3 runtime (``deepseek_v3``, also Kimi K2's ``kimi_k2``; GGUF ``deepseek2``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ def load(source, model_config, engine_config, cache_dir):
     from kvgate.models.deepseek_v3.runtime import DEEPSEEK_V3
     from kvgate.models.llama.loading import load_runtime
 
-    if source.kind != "hf":
-        raise ValueError("DeepSeek V3 loads from Hugging Face directories only (GGUF deepseek2: not yet)")
     return load_runtime(source, model_config, engine_config, cache_dir, DEEPSEEK_V3)
 
 
-SPEC = RuntimeSpec(load=load, hf_model_types=("deepseek_v3", "kimi_k2"), hf_architectures=("DeepseekV3ForCausalLM",))
+SPEC = RuntimeSpec(load=load, hf_model_types=("deepseek_v3", "kimi_k2"), hf_architectures=("DeepseekV3ForCausalLM",),
+                   gguf_architectures=("deepseek2",))
 
 
 @hookimpl

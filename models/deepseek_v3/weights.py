@@ -91,7 +91,10 @@ def _layer(arch: DeepseekArch, take, has, index: int) -> MlaLayer:
         q_up = torch.cat([heads[:, :arch.nope_dim], torch.stack([_deinterleave(h[arch.nope_dim:]) for h in heads])],
                          1).reshape(q_up.shape)
         kv_down = torch.cat([kv_down[:arch.kv_lora_rank], _deinterleave(kv_down[arch.kv_lora_rank:])])
-    kv_b = take(attn + "kv_b_proj.weight").view(arch.heads, arch.nope_dim + arch.v_dim, arch.kv_lora_rank)
+    if has(attn + "kv_b_proj.weight"):
+        kv_b = take(attn + "kv_b_proj.weight").view(arch.heads, arch.nope_dim + arch.v_dim, arch.kv_lora_rank)
+    else:  # split by a GGUF converter: k_b [heads, latent, nope_dim], v_b [heads, v_dim, latent]
+        kv_b = torch.cat([take(attn + "k_b_proj.weight").transpose(1, 2), take(attn + "v_b_proj.weight")], 1)
     mlp = prefix + "mlp."
     sparse = arch.sparse(index)
     return MlaLayer(

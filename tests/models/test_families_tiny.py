@@ -108,7 +108,8 @@ def test_batched_decode_over_different_lengths_equals_per_session_decode(family_
         assert close(together, alone), f"step {step}"
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "qwen3_moe_step", "glm45", "glm45_qk_norm"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "qwen3_moe_step", "glm45", "glm45_qk_norm",
+                                  "deepseek_v3", "deepseek_v3_no_q_lora"])
 def test_gguf_written_by_the_gguf_package_loads_and_matches_its_hf_twin(family_models, name, tmp_path):
     from kvgate.models.formats import resolve_source
     from tests.models.tiny_gguf import write_tiny_gguf
@@ -116,7 +117,7 @@ def test_gguf_written_by_the_gguf_package_loads_and_matches_its_hf_twin(family_m
     directory, model = family_models[name]
     path = write_tiny_gguf(directory, tmp_path / f"{name}.gguf")
     source = resolve_source(str(path))
-    arch = "glm4moe" if name.startswith("glm") else "qwen3moe" if "moe" in name else "qwen3"
+    arch = {"glm": "glm4moe", "dee": "deepseek2"}.get(name[:3], "qwen3moe" if "moe" in name else "qwen3")
     assert (source.kind, source.architecture) == ("gguf", arch)
     runtime = load_tiny_family(path, cache_dir=tmp_path / "models")
     assert [layer.moe is None for layer in runtime.weights.layers] == \
@@ -142,7 +143,7 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
     assert report["glm4_moe"] == {"plugin": "glm4_moe", "architectures": {
         "hf": ["glm4_moe", "Glm4MoeForCausalLM"], "gguf": ["glm4moe"]}}
     assert report["deepseek_v3"] == {"plugin": "deepseek_v3", "architectures": {
-        "hf": ["deepseek_v3", "kimi_k2", "DeepseekV3ForCausalLM"], "gguf": []}}
+        "hf": ["deepseek_v3", "kimi_k2", "DeepseekV3ForCausalLM"], "gguf": ["deepseek2"]}}
     directory, model = family_models["qwen3_moe_norm"]
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(directory), dtype="fp32"))
     runtime = load_runtime(config, build_plugin_manager())  # chosen by the declarations of the installed plugins
