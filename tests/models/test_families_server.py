@@ -1,7 +1,8 @@
 """A tiny random Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 model served by a real server: Chat
-Completions with a required tool call, fenced in the model's dialect (chatml_json qwen3 variant;
-glm_xml and deepseek_dsml, chosen by the architecture, with the glm45 / deepseek_v32 chat formats),
-schema-valid.
+Completions, Anthropic Messages and Responses with a required tool call, fenced in the model's
+dialect (chatml_json qwen3 variant; glm_xml and deepseek_dsml, chosen by the architecture, with the
+glm45 / deepseek_v32 chat formats), schema-valid; for Qwen3-MoE and DeepSeek V3 a second turn after
+a restart is served from SSD.
 
 The checkpoints are random (no real checkpoint of these fits this machine); they carry the SmolLM2
 tokenizer (ChatML special tokens; GLM's and DeepSeek's role tokens added) and, for Qwen3, a
@@ -78,23 +79,68 @@ def write_checkpoint(directory, model_type: str):
     return directory
 
 
+def post(server, path: str, body: dict) -> dict:
+    reply = httpx.post(server.base_url + path, json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def chat_calls(server, model_type: str, messages: list) -> tuple[list, dict]:
+    body = {"model": f"tiny-{model_type}", "messages": messages, "tools": [TOOL], "tool_choice": "required",
+            "max_tokens": 200, "temperature": 0,
+            "chat_template_kwargs": {"enable_thinking": False}}  # a random model would think on and on
+    reply = post(server, "/v1/chat/completions", body)
+    assert reply["choices"][0]["finish_reason"] == "tool_calls", reply
+    calls = reply["choices"][0]["message"]["tool_calls"]
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls], reply
+
+
+def anthropic_calls(server, model_type: str) -> list:
+    tool = {"name": "get_forecast", "description": "Weather forecast", "input_schema": PARAMETERS}
+    body = {"model": f"tiny-{model_type}", "max_tokens": 200, "messages": ASK, "tools": [tool],
+            "tool_choice": {"type": "any"}, "thinking": {"type": "disabled"}, "temperature": 0}
+    reply = post(server, "/v1/messages", body)
+    assert reply["stop_reason"] == "tool_use", reply
+    return [(block["name"], block["input"]) for block in reply["content"] if block["type"] == "tool_use"]
+
+
+def responses_calls(server, model_type: str) -> list:
+    tool = {"type": "function", "name": "get_forecast", "description": "Weather forecast", "parameters": PARAMETERS}
+    body = {"model": f"tiny-{model_type}", "max_output_tokens": 200, "input": ASK, "tools": [tool],
+            "tool_choice": "required", "reasoning": {"effort": "none"}, "temperature": 0}
+    reply = post(server, "/v1/responses", body)
+    return [(item["name"], json.loads(item["arguments"])) for item in reply["output"] if item["type"] == "function_call"]
+
+
+def assert_valid(calls: list) -> None:
+    assert calls and all(name == "get_forecast" for name, _ in calls)
+    for _, arguments in calls:
+        jsonschema.validate(arguments, PARAMETERS)
+
+
+ASK = [{"role": "user", "content": "Forecast for Lyon, 3 days?"}]
+RESTARTED = ("qwen3_moe", "deepseek_v3")  # a KV layout and MLA's latent layout through the SSD tier
+
+
 @pytest.mark.parametrize("model_type", list(FAMILIES))
-def test_required_tool_call_is_schema_valid(tmp_path, model_type):
+def test_three_protocols_give_schema_valid_tool_calls_and_a_restart_restores_from_ssd(tmp_path, model_type):
     directory = write_checkpoint(tmp_path / model_type, model_type)
     model = {"path": str(directory), "name": f"tiny-{model_type}", "dtype": "fp32", "max_context": 1024}
     if model_type in CHAT_FORMATS:
         model["chat_format"] = CHAT_FORMATS[model_type]
-    settings = {"model": model}
-    with ServerProcess(tmp_path / "server", settings=settings) as server:
-        ask = [{"role": "user", "content": "Forecast for Lyon, 3 days?"}]
-        body = {"model": f"tiny-{model_type}", "messages": ask,
-                "tools": [TOOL], "tool_choice": "required", "max_tokens": 200, "temperature": 0,
-                "chat_template_kwargs": {"enable_thinking": False}}  # a random model would think on and on
-        reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=120).json()
+    settings = {"model": model, "cache": {"chunk_tokens": 64}}
+    state = tmp_path / "state"
+    with ServerProcess(tmp_path / "one", settings=settings, state_dir=state) as server:
+        calls, reply = chat_calls(server, model_type, ASK)
+        assert_valid(calls)
+        assert_valid(anthropic_calls(server, model_type))
+        assert_valid(responses_calls(server, model_type))
         assert f"with the {model_type} runtime" in server.log() and EXPECTED[model_type] in server.log()
-    choice = reply["choices"][0]
-    assert choice["finish_reason"] == "tool_calls", reply
-    calls = choice["message"]["tool_calls"]
-    assert calls and all(call["function"]["name"] == "get_forecast" for call in calls)
-    for call in calls:
-        jsonschema.validate(json.loads(call["function"]["arguments"]), PARAMETERS)
+    if model_type not in RESTARTED:
+        return
+    call = reply["choices"][0]["message"]["tool_calls"][0]
+    second = ASK + [reply["choices"][0]["message"], {"role": "tool", "tool_call_id": call["id"], "content": "Sunny"}]
+    with ServerProcess(tmp_path / "two", settings=settings, state_dir=state) as server:
+        calls, again = chat_calls(server, model_type, second)
+    assert_valid(calls)
+    assert again["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, again["usage"]
