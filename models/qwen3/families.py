@@ -21,14 +21,21 @@ class Qwen3Runtime(LlamaRuntime):
     STATE_NAME = "qwen3-kv/1"
 
 
+def _full_attention(config: dict[str, Any]) -> None:
+    if config.get("use_sliding_window"):
+        raise ValueError("Qwen3 models with use_sliding_window are not supported (every layer attends to all)")
+
+
 def qwen3_arch(config: dict[str, Any]) -> LlamaArch:
     """Qwen3: Llama layers, no q/k/v bias unless ``attention_bias``, RMSNorm on each q and k head."""
+    _full_attention(config)
     return attrs.evolve(LlamaArch.from_hf_config(config, QWEN3_NAMES), qk_norm=True)
 
 
 def qwen3_moe_arch(config: dict[str, Any]) -> LlamaArch:
     """Qwen3-MoE: Qwen3 attention; sparse layers run softmax top-k experts (``norm_topk_prob``
     renormalises), the layers in ``mlp_only_layers`` or off ``decoder_sparse_step`` stay dense."""
+    _full_attention(config)
     arch = attrs.evolve(LlamaArch.from_hf_config(config, QWEN3_MOE_NAMES), qk_norm=True)
     return attrs.evolve(arch, moe=moe_from_hf_config(config, arch.layers, scoring="softmax"))
 

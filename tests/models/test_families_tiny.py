@@ -171,3 +171,19 @@ def test_mla_caches_the_latent_and_rope_key_only(family_models):
     session = runtime.new_session()
     runtime.prefill(session, PROMPT[:9])
     assert len(runtime.export_chunk(session, 0, 9)) == runtime.CHUNK_HEADER_BYTES + 9 * 3 * 40 * 4
+
+
+def test_unsupported_configs_are_clear_errors():
+    from kvgate.models.deepseek_v3.arch import DeepseekArch
+    from kvgate.models.qwen3.families import qwen3_moe_arch
+
+    base = {"model_type": "qwen3_moe", "vocab_size": 97, "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32}
+    assert qwen3_moe_arch(base).moe.sparse_layers == (0, 1)
+    with pytest.raises(ValueError, match="sliding_window"):
+        qwen3_moe_arch({**base, "use_sliding_window": True})
+    with pytest.raises(ValueError, match="top_k 5"):
+        qwen3_moe_arch({**base, "num_experts_per_tok": 5})
+    with pytest.raises(ValueError, match="bad DeepSeek V3 config.json"):
+        DeepseekArch.from_hf_config({"model_type": "deepseek_v3", "vocab_size": 97})
