@@ -3,6 +3,7 @@
 The directory holds config.json, model.safetensors (in the requested dtype), tokenizer.json and
 tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
 llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
+The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from kvgate.models import gguf_experts
 from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
 from kvgate.models.progress import Progress
 
@@ -23,11 +25,11 @@ _LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
+    "ffn_down": "mlp.down_proj", **gguf_experts.LAYER_NAMES,
 }
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                  "output.weight": "lm_head.weight"}
-_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", **gguf_experts.HF_CLASSES}
 
 
 def open_gguf(path: str):
@@ -73,7 +75,7 @@ def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
     heads = int(key("attention.head_count"))
     hidden = int(key("embedding_length"))
     config = {
-        "model_type": arch, "architectures": [_HF_CLASSES[arch]],
+        "model_type": gguf_experts.HF_MODEL_TYPES.get(arch, arch), "architectures": [_HF_CLASSES[arch]],
         "vocab_size": int(meta.get(f"{arch}.vocab_size") or len(meta["tokenizer.ggml.tokens"])),
         "hidden_size": hidden, "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")), "num_attention_heads": heads,
@@ -108,6 +110,7 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     if "rope_freqs.weight" in names:
         raise ValueError("GGUF files with a rope_freqs tensor (llama3 rope scaling) are not supported yet")
     config = hf_config(meta, has_output="output.weight" in names)
+    config.update(gguf_experts.family_config(meta, names, config))
     progress.stage("building tokenizer")
     build_tokenizer(meta).save(str(target / "tokenizer.json"))
     specials = special_token_texts(meta)
@@ -122,10 +125,11 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
         if permute and re.search(r"attn_[qk]\.", tensor.name):
             q = ".attn_q." in tensor.name
             values = unpermute_rows(values, config["num_attention_heads" if q else "num_key_value_heads"])
-        values = np.ascontiguousarray(values)
-        if not values.flags.writeable:  # plain F32 tensors are views of the read-only memory map
-            values = values.copy()
-        tensors[hf_name(tensor.name)] = torch.from_numpy(values).to(dtype)
+        for name, part in gguf_experts.hf_tensors(tensor.name, values, config["num_hidden_layers"], hf_name).items():
+            part = np.ascontiguousarray(part)
+            if not part.flags.writeable:  # plain F32 tensors are views of the read-only memory map
+                part = part.copy()
+            tensors[name] = torch.from_numpy(part).to(dtype)
     progress.stage("writing converted weights")
     save_file(tensors, str(target / "model.safetensors"))
     (target / "config.json").write_text(json.dumps(config, indent=1))

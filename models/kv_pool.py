@@ -1,7 +1,8 @@
 """A pool of fixed-size blocks of per-token KV for all layers of one model.
 
 Storage is one tensor ``[layers, 2 (k/v), slots, kv_heads, head_dim]`` where a block is
-``block_size`` consecutive slots. Its full ``capacity_tokens`` are reserved at construction but
+``block_size`` consecutive slots (``parts`` = 1 for a runtime with one cached vector per token and
+layer, e.g. MLA's latent). Its full ``capacity_tokens`` are reserved at construction but
 left untouched (on CPU untouched pages take no memory); blocks are handed out lazily in slabs,
 each zero-filled when first handed out (so padding slots never hold NaN). Growing therefore never
 copies what is already there, and a block's slots never move. Blocks are reference-counted; a
@@ -23,25 +24,25 @@ class PoolExhausted(OutOfBlocks):
 class KVPool:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, block_size: int,
                  capacity_tokens: int, dtype: torch.dtype, device: torch.device | str,
-                 slab_blocks: int = 256):
+                 slab_blocks: int = 256, parts: int = 2):
         if block_size <= 0 or capacity_tokens < block_size:
             raise ValueError(f"kv pool needs capacity_tokens >= block_size > 0, got {capacity_tokens}, {block_size}")
-        self.layers, self.kv_heads, self.head_dim = layers, kv_heads, head_dim
+        self.layers, self.kv_heads, self.head_dim, self.parts = layers, kv_heads, head_dim, parts
         self.block_size = block_size
         self.capacity_blocks = capacity_tokens // block_size
         self.dtype, self.device = dtype, torch.device(device)
         self.slab_blocks = slab_blocks
         with torch.inference_mode():
-            self.storage = torch.empty(layers, 2, self.capacity_blocks * block_size, kv_heads, head_dim,
+            self.storage = torch.empty(layers, parts, self.capacity_blocks * block_size, kv_heads, head_dim,
                                        dtype=dtype, device=self.device)
         self.refcount: list[int] = []
         self.free: list[int] = []
-        self.layer_views = [(self.storage[i, 0], self.storage[i, 1]) for i in range(layers)]
+        self.layer_views = [tuple(self.storage[i, p] for p in range(parts)) for i in range(layers)]
 
     # --- sizes ----------------------------------------------------------------------------------
     @property
     def bytes_per_token(self) -> int:
-        return self.layers * 2 * self.kv_heads * self.head_dim * self.storage.element_size()
+        return self.layers * self.parts * self.kv_heads * self.head_dim * self.storage.element_size()
 
     @property
     def block_bytes(self) -> int:
@@ -125,7 +126,7 @@ class KVPool:
 
     @torch.inference_mode()
     def read(self, slots: torch.Tensor) -> torch.Tensor:
-        """KV of ``slots`` for every layer: ``[layers, 2, n, kv_heads, head_dim]``."""
+        """KV of ``slots`` for every layer: ``[layers, parts, n, kv_heads, head_dim]``."""
         return self.storage.index_select(2, slots)
 
     @torch.inference_mode()

@@ -2,7 +2,10 @@
 
 New tokens' K/V are written into their pool slots first; attention then reads the whole context
 back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; how an append
-attends to the prefix and to itself is in :mod:`kvgate.models.prefill_attention`.
+attends to the prefix and to itself is in :mod:`kvgate.models.prefill_attention`. A layer with
+``qk_norm`` RMS-normalises each q and k head before RoPE (Qwen3); ``rotary_dim`` rotates only the
+first dims of each head (GLM-4.5); a layer with ``moe`` runs the mixture of experts of
+:mod:`kvgate.models.moe` as its MLP.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from kvgate.models.invariant_attention import invariant_attention
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
+from kvgate.models.moe.experts import moe_mlp
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
@@ -46,12 +50,22 @@ class LlamaForward:
         """q [n, heads, dim], k and v [n, kv_heads, dim] for hidden states x [n, hidden]."""
         arch = self.arch
         qkv = self._linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
-        qk = apply_rotary(qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim), cos, sin)
+        qk = qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim)
+        if layer.qk_norm is not None:
+            qk = F.rms_norm(qk, (arch.head_dim,), eps=arch.rms_eps) * layer.qk_norm
+        rotary = arch.rotary_dim or arch.head_dim
+        if rotary == arch.head_dim:
+            qk = apply_rotary(qk, cos, sin)
+        else:  # partial rotary: the dims past rotary_dim pass through
+            qk = torch.cat([apply_rotary(qk[..., :rotary], cos, sin), qk[..., rotary:]], -1)
         v = qkv[:, self.qk_width:].view(-1, arch.kv_heads, arch.head_dim)
         return qk[:, : arch.heads], qk[:, arch.heads:], v
 
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
-        gate, up = self._linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, -1)
+        normed = self._norm(x, layer.mlp_norm)
+        if layer.moe is not None:
+            return x + moe_mlp(normed, self.arch.moe, layer.moe)
+        gate, up = self._linear(normed, layer.gate_up).chunk(2, -1)
         return x + self._linear(F.silu(gate) * up, layer.down)
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """Llama-family architecture description and weights, built from Hugging Face names.
 
 Weights are stored fused for speed: q/k/v as one ``qkv`` matrix (plus bias for Qwen2), gate/up as
-one ``gate_up`` matrix.
+one ``gate_up`` matrix. Options other families reuse this runtime through: per-head q/k RMSNorm
+(``qk_norm``, Qwen3), RoPE on the first ``rotary_dim`` dims of each head only (GLM-4.5), and a
+mixture of experts in the layers its :class:`MoeConfig` names (``moe``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import attrs
 import torch
 
 from kvgate.models.rope_scaling import declared_scaling
+from kvgate.models.moe.config import MoeConfig
+from kvgate.models.moe.weights import MoeWeights, read_moe
 
 ARCHITECTURES = {"llama": "llama", "LlamaForCausalLM": "llama", "qwen2": "qwen2", "Qwen2ForCausalLM": "qwen2"}
 
@@ -33,11 +37,19 @@ class LlamaArch:
     tie_embeddings: bool
     qkv_bias: bool
     o_bias: bool = False
+    qk_norm: bool = False
+    moe: Optional[MoeConfig] = None
+    rotary_dim: Optional[int] = None  # None: the whole head
+
+    def sparse(self, index: int) -> bool:
+        """Whether layer ``index`` is a mixture of experts."""
+        return self.moe is not None and index in self.moe.sparse_layers
 
     @classmethod
-    def from_hf_config(cls, config: dict[str, Any]) -> "LlamaArch":
+    def from_hf_config(cls, config: dict[str, Any], names_to_arch: dict[str, str] = ARCHITECTURES) -> "LlamaArch":
+        """The dense part of the architecture; ``names_to_arch`` maps model_type/class names to the family name."""
         names = [config.get("model_type", "")] + list(config.get("architectures") or [])
-        arch = next((ARCHITECTURES[n] for n in names if n in ARCHITECTURES), None)
+        arch = next((names_to_arch[n] for n in names if n in names_to_arch), None)
         if arch is None:
             raise ValueError(f"not a Llama-family model (model_type/architectures: {names})")
         if config.get("mlp_bias"):
@@ -56,7 +68,7 @@ class LlamaArch:
                 trained_context=trained,
                 tie_embeddings=bool(config.get("tie_word_embeddings", False)),
                 qkv_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
-                o_bias=arch == "llama" and bool(config.get("attention_bias", False)),
+                o_bias=arch != "qwen2" and bool(config.get("attention_bias", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad Llama config.json: {exc!r}") from None
@@ -70,8 +82,14 @@ class LayerWeights:
     o: torch.Tensor
     o_bias: Optional[torch.Tensor]
     mlp_norm: torch.Tensor
-    gate_up: torch.Tensor
-    down: torch.Tensor
+    gate_up: Optional[torch.Tensor]  # None in a MoE layer
+    down: Optional[torch.Tensor]
+    qk_norm: Optional[torch.Tensor] = None  # [heads + kv_heads, head_dim]: each head's RMSNorm weight
+    moe: Optional[MoeWeights] = None
+
+    def tensors(self) -> list[torch.Tensor]:
+        out = [t for t in attrs.astuple(self, recurse=False) if isinstance(t, torch.Tensor)]
+        return out + (self.moe.tensors() if self.moe is not None else [])
 
 
 @attrs.define
@@ -84,13 +102,18 @@ class LlamaWeights:
     @classmethod
     def from_hf_tensors(cls, arch: LlamaArch, tensors: dict[str, torch.Tensor],
                         dtype: torch.dtype, device: torch.device) -> "LlamaWeights":
-        def take(name: str) -> torch.Tensor:
-            key = name if name in tensors else name.removeprefix("model.")
-            if key not in tensors:
-                raise ValueError(f"weights are missing tensor {name!r}")
-            return tensors[key].to(device=device, dtype=dtype)
+        def key(name: str) -> str:
+            return name if name in tensors else name.removeprefix("model.")
 
-        layers = [_layer(arch, take, f"model.layers.{i}.") for i in range(arch.layers)]
+        def take(name: str) -> torch.Tensor:
+            if key(name) not in tensors:
+                raise ValueError(f"weights are missing tensor {name!r}")
+            return tensors[key(name)].to(device=device, dtype=dtype)
+
+        def has(name: str) -> bool:
+            return key(name) in tensors
+
+        layers = [_layer(arch, take, has, i) for i in range(arch.layers)]
         embed = take("model.embed_tokens.weight")
         has_head = "lm_head.weight" in tensors
         lm_head = take("lm_head.weight") if has_head and not arch.tie_embeddings else embed
@@ -104,31 +127,43 @@ class LlamaWeights:
                     "qkv": (qkv_rows, arch.hidden_size), "o": (arch.hidden_size, arch.heads * arch.head_dim),
                     "gate_up": (2 * arch.intermediate_size, arch.hidden_size),
                     "down": (arch.hidden_size, arch.intermediate_size)}
-        layer = self.layers[0]
-        actual = {"embed": self.embed.shape, "lm_head": self.lm_head.shape, "qkv": layer.qkv.shape,
-                  "o": layer.o.shape, "gate_up": layer.gate_up.shape, "down": layer.down.shape}
-        for name, shape in expected.items():
-            if tuple(actual[name]) != shape:
-                raise ValueError(f"weight {name} has shape {tuple(actual[name])}, config says {shape}")
+        for index, layer in enumerate(self.layers):
+            actual = {"embed": self.embed.shape, "lm_head": self.lm_head.shape, "qkv": layer.qkv.shape,
+                      "o": layer.o.shape}
+            if layer.moe is None:
+                actual.update(gate_up=layer.gate_up.shape, down=layer.down.shape)
+            else:
+                layer.moe.check_shapes(arch.moe, arch.hidden_size)
+            for name, shape in expected.items():
+                if name in actual and tuple(actual[name]) != shape:
+                    raise ValueError(f"weight {name} of layer {index} has shape {tuple(actual[name])}, "
+                                     f"config says {shape}")
 
     def named_tensors(self) -> list[torch.Tensor]:
         out = [self.embed, self.norm, self.lm_head]
         for layer in self.layers:
-            out += [t for t in attrs.astuple(layer, recurse=False) if t is not None]
+            out += layer.tensors()
         return out
 
 
-def _layer(arch: LlamaArch, take, prefix: str) -> LayerWeights:
+def _layer(arch: LlamaArch, take, has, index: int) -> LayerWeights:
+    prefix = f"model.layers.{index}."
     attn = prefix + "self_attn."
     qkv = torch.cat([take(attn + "q_proj.weight"), take(attn + "k_proj.weight"), take(attn + "v_proj.weight")])
     bias = None
     if arch.qkv_bias:
         bias = torch.cat([take(attn + "q_proj.bias"), take(attn + "k_proj.bias"), take(attn + "v_proj.bias")])
     mlp = prefix + "mlp."
+    sparse = arch.sparse(index)
+    qk_norm = None
+    if arch.qk_norm:
+        qk_norm = torch.cat([take(attn + "q_norm.weight").expand(arch.heads, -1),
+                             take(attn + "k_norm.weight").expand(arch.kv_heads, -1)])
     return LayerWeights(
         attn_norm=take(prefix + "input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
         o=take(attn + "o_proj.weight"), o_bias=take(attn + "o_proj.bias") if arch.o_bias else None,
         mlp_norm=take(prefix + "post_attention_layernorm.weight"),
-        gate_up=torch.cat([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
-        down=take(mlp + "down_proj.weight"),
+        gate_up=None if sparse else torch.cat([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
+        down=None if sparse else take(mlp + "down_proj.weight"),
+        qk_norm=qk_norm, moe=read_moe(take, has, mlp, arch.moe) if sparse else None,
     )

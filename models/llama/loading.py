@@ -2,7 +2,8 @@
 
 The shared readers (:mod:`kvgate.models.hf_loader`) give config, tokenizer, special tokens and
 safetensors; this module builds the Llama architecture and weights from them. A GGUF file is read
-through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`).
+through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`). A family that
+reuses this runtime (Qwen3) passes its own :class:`Family`: its names, architecture and runtime class.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
+
+import attrs
 
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
@@ -26,13 +29,29 @@ from kvgate.models.rope_scaling import served_rope
 log = logging.getLogger("kvgate")
 
 
+@attrs.frozen
+class Family:
+    """A model family the Llama runtime serves: the architecture names it loads (HF and GGUF), how
+    its architecture is read from ``config.json`` and its weights from the tensors, and its runtime class."""
+
+    name: str
+    names: frozenset[str] = attrs.field(converter=frozenset)
+    arch: Callable[[dict[str, Any]], Any]
+    runtime: type = LlamaRuntime
+    weights: Callable[..., Any] = LlamaWeights.from_hf_tensors
+
+
+LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
+
+
 def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
-                      progress: Optional[Progress] = None, default_context: int = 0) -> LlamaRuntime:
+                      progress: Optional[Progress] = None, default_context: int = 0,
+                      family: Family = LLAMA) -> LlamaRuntime:
     """``default_context``: served when ``model.max_context`` is 0 (the embedded model's own)."""
     progress = progress or Progress(path)
     directory = Path(path)
     config = read_json(directory / "config.json")
-    arch = LlamaArch.from_hf_config(config)
+    arch = family.arch(config)
     context = max_context(arch, model_config, default_context)
     arch, caveat = served_rope(arch, context, model_config.context_extension)
     if caveat:
@@ -44,7 +63,7 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    weights = LlamaWeights.from_hf_tensors(arch, load_weights(directory), dtype, device)
+    weights = family.weights(arch, load_weights(directory), dtype, device)
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
@@ -52,23 +71,23 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
                      eos_token_ids=eos_ids(directory, config, tokenizer, specials),
                      bos_token_id=tokenizer.token_to_id(bos) if bos else int_or_none(config.get("bos_token_id")),
                      dtype=model_config.dtype, device=str(device))
-    runtime = LlamaRuntime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
-                           specials, engine_config.block_size, engine_config.kv_pool_tokens,
-                           engine_config.deterministic)
+    runtime = family.runtime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
+                             specials, engine_config.block_size, engine_config.kv_pool_tokens,
+                             engine_config.deterministic)
     progress.stage("model ready")
     return runtime
 
 
 def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
-                 cache_dir: str) -> LlamaRuntime:
-    """The Llama runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
-    if source.architecture and source.architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture {source.architecture!r} is not a Llama-family model")
+                 cache_dir: str, family: Family = LLAMA) -> LlamaRuntime:
+    """The runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
+    if source.architecture and source.architecture not in family.names:
+        raise ValueError(f"architecture {source.architecture!r} is not a {family.name} model")
     progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)
     if source.kind == "hf":
-        return load_hf_directory(source.path, model_config, engine_config, progress)
+        return load_hf_directory(source.path, model_config, engine_config, progress, family=family)
     if source.kind != "gguf":
         raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
     directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress)
     default_context = EMBEDDED_CONTEXT if is_embedded(source.path) else 0
-    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context)
+    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context, family)

@@ -26,6 +26,8 @@ from kvgate.models.block_tables import BlockTables
 
 
 class LlamaRuntime(BlockTables, ModelRuntime):
+    STATE_NAME = "llama-kv/1"  # the chunk layout's name in :attr:`state_format` (a family reusing it renames it)
+
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, info: ModelInfo, tokenizer: Any,
                  chat_template: Optional[str], special_tokens: dict[str, str],
                  block_size: int = 16, kv_pool_tokens: int = 65536, deterministic: bool = False):
@@ -35,14 +37,23 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.block_size = block_size
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
-        self.pool = KVPool(arch.layers, arch.kv_heads, arch.head_dim, block_size,
-                           kv_pool_tokens, self.dtype, self.device)
-        rotary = Rotary(arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
-                        initial_positions=min(info.max_context, 8192))
-        self.forward = LlamaForward(arch, weights, self.pool, rotary,
-                                    fp32_attention_keys(self.device, self.dtype), deterministic)
+        self.pool = self.new_pool(kv_pool_tokens)
+        self.forward = self.new_forward()
         self._ids = itertools.count(1)
         self._fingerprint: Optional[str] = None
+
+    def new_pool(self, kv_pool_tokens: int) -> KVPool:
+        """The pool of per-token state (a family with another layout overrides this and :meth:`new_forward`)."""
+        arch = self.arch
+        return KVPool(arch.layers, arch.kv_heads, arch.head_dim, self.block_size, kv_pool_tokens, self.dtype,
+                      self.device)
+
+    def new_forward(self) -> LlamaForward:
+        arch = self.arch
+        rotary = Rotary(arch.rotary_dim or arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+                        initial_positions=min(self.info.max_context, 8192))
+        return LlamaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+                            self.deterministic)
 
     @property
     def fingerprint(self) -> str:
@@ -132,7 +143,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
     @property
     def state_format(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
-        return f"llama-kv/1 {dtype} {self.arch.layers}x{self.arch.kv_heads}x{self.arch.head_dim}"
+        return f"{self.STATE_NAME} {dtype} {self.arch.layers}x{self.arch.kv_heads}x{self.arch.head_dim}"
 
     def state_bytes(self, length: int) -> int:
         return length * self.state_bytes_per_token()
@@ -176,7 +187,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self._token_tensor(tokens)
         self._check_room(session, count)
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(self.dtype)
-        kv = raw.view(self.arch.layers, 2, count, self.arch.kv_heads, self.arch.head_dim).to(self.device)
+        pool = self.pool
+        kv = raw.view(pool.layers, pool.parts, count, pool.kv_heads, pool.head_dim).to(self.device)
         start = session.length
         self._reserve([session], count)
         self.pool.write(self.pool.slots(session.block_table, start, start + count), kv)

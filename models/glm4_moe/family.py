@@ -1,0 +1,37 @@
+"""GLM-4.5 (``glm4_moe``) as a family of the Llama runtime: its names, architecture and runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kvgate.models.llama.layers import LlamaArch
+from kvgate.models.llama.loading import Family
+from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.moe.config import moe_from_hf_config
+
+GLM4_MOE_NAMES = {"glm4_moe": "glm4_moe", "Glm4MoeForCausalLM": "glm4_moe"}
+
+
+class Glm4MoeRuntime(LlamaRuntime):
+    """The Llama runtime on GLM-4.5 weights; its chunks are the Llama layout under their own name."""
+
+    STATE_NAME = "glm4moe-kv/1"
+
+
+def glm4_moe_arch(config: dict[str, Any]) -> LlamaArch:
+    """GLM-4.5: q/k/v biases with ``attention_bias`` (never an o bias), RoPE on the first
+    ``partial_rotary_factor`` of each head, q/k norms with ``use_qk_norm``, dense layers before
+    ``first_k_dense_replace``, then sigmoid-routed experts plus shared experts."""
+    arch = LlamaArch.from_hf_config(config, GLM4_MOE_NAMES)
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    factor = float(config.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0)
+    rotary = int(arch.head_dim * factor)
+    if rotary % 2 or not 0 < rotary <= arch.head_dim:
+        raise ValueError(f"bad GLM config.json: partial_rotary_factor {factor} of head_dim {arch.head_dim}")
+    return attrs.evolve(arch, o_bias=False, qk_norm=bool(config.get("use_qk_norm", False)), rotary_dim=rotary,
+                        moe=moe_from_hf_config(config, arch.layers, scoring="sigmoid"))
+
+
+GLM4_MOE = Family("GLM-4.5", {*GLM4_MOE_NAMES, "glm4moe"}, glm4_moe_arch, Glm4MoeRuntime)
