@@ -123,8 +123,8 @@ def operations_routes(ctx: ServerContext) -> list:
     def metrics() -> Response:
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    # only /health is open; /metrics needs the key like every other route
-    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.api_key)]
+    # only /health is open; /metrics needs a key, an admin key once several tenants are configured
+    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.keyring.operators())]
 
 
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:

@@ -71,3 +71,16 @@ def test_namespaces_of_tenants_salts_and_shared_namespaces():
     carol, dave = Tenant("carol", shared_namespace="team"), Tenant("dave", shared_namespace="team")
     assert scoped_namespace(base, carol.cache_scope, None) == scoped_namespace(base, dave.cache_scope, None)
     assert scoped_namespace(base, Tenant("team").cache_scope, None) != scoped_namespace(base, carol.cache_scope, None)
+
+
+def test_operators_are_every_key_of_one_tenant_and_admins_of_several():
+    from kvgate.core.keyring import Keyring
+    from kvgate.core.tenants import Tenant
+
+    single = Keyring([("k1", Tenant("default")), ("k2", Tenant("default"))])
+    assert single.operators() is single
+    several = Keyring([("a", Tenant("alice")), ("b", Tenant("bob")), ("o", Tenant("ops", admin=True))]).operators()
+    assert several.tenant_for("o").name == "ops"
+    assert several.tenant_for("a") is None and several.tenant_for("b") is None
+    closed = Keyring([("a", Tenant("alice")), ("b", Tenant("bob"))]).operators()
+    assert bool(closed) and closed.tenant_for("a") is None  # no admin key: nobody reads /metrics

@@ -176,3 +176,11 @@ def test_a_stored_response_belongs_to_its_tenant(server):
     assert ws_first_frame(server, "alice", follow)["type"] == "response.created"  # the socket's tenant is alice
     assert httpx.get(f"{url}/{rid}", headers=auth("alice"), timeout=30).status_code == 200  # still alice's
     assert httpx.post(url, json=follow, headers=auth("alice"), timeout=300).status_code == 200
+
+
+def test_exact_cache_counters_on_metrics_are_for_admin_keys_only(server):
+    """/metrics counts cached tokens exactly: with several tenants only an admin key may read it."""
+    for who in ("alice", "bob", "carol"):
+        assert httpx.get(server.base_url + "/metrics", headers=auth(who), timeout=30).status_code == 401
+    reply = httpx.get(server.base_url + "/metrics", headers=auth("admin"), timeout=30)
+    assert reply.status_code == 200 and "kvgate_prompt_tokens_total" in reply.text
