@@ -100,7 +100,7 @@ class KimiK2(Dialect):
         args = arguments if arguments.strip() else "{}"
         return CALL_BEGIN + f"functions.{name}:{index}" + ARG_BEGIN + args + CALL_END
 
-    def render_calls(self, calls: list[ToolCall], first_index: int) -> str:
+    def render_calls(self, calls: list[ToolCall], first_index: int = 0) -> str:
         if not calls:
             return ""
         body = "".join(CALL_BEGIN + self.call_id_text(c, first_index + i) + ARG_BEGIN
