@@ -10,8 +10,12 @@
 At start a damaged store is moved aside and an empty one opened, an unwritable ``ssd_path``
 disables the tier (:func:`kvgate.core.disk_state.open_or_set_aside`); the server starts either way.
 
-Settings: ``[cache] ssd_enabled``, ``ssd_path`` (default ``<state dir>/ssd``), ``ssd_bytes``,
-``chunk_tokens``, ``prefix_rounds``.
+Several workers may share one ``ssd_path`` (processes on one host, or hosts on one shared file
+system): see :mod:`.store` for the design (reference counts, holders with leases, a change log).
+
+Settings: ``[cache] ssd_enabled``, ``ssd_path`` (default ``<state dir>/ssd``), ``ssd_bytes`` (the
+whole store's bound, shared), ``ssd_worker_id`` (default: unique per process), ``chunk_tokens``,
+``prefix_rounds``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def build_tier(config, runtime):
 
     settings = config.cache
     root = config.path_in_state(settings.ssd_path, "ssd")
-    return SsdTier(root, settings.chunk_tokens, settings.ssd_bytes, runtime.state_format, settings.prefix_rounds)
+    return SsdTier(root, settings.chunk_tokens, settings.ssd_bytes, runtime.state_format, settings.prefix_rounds,
+                   worker_id=settings.ssd_worker_id)
 
 
 @hookimpl
