@@ -84,7 +84,8 @@ class ChunkFiles:
                         digest=self.digest, max_tokens=record.chunk_tokens))
             except OSError as exc:
                 error = BadChunk(f"chunk {index} unreadable: {exc}")
-                error.key = key
+                # a missing file is no damage to remove: on a shared store, another worker's drop
+                error.key = None if isinstance(exc, FileNotFoundError) else key
                 raise error from None
             except BadChunk as exc:
                 exc.key = key
