@@ -192,7 +192,8 @@ class SsdTier:
         with self.lock:
             return {"snapshots": len(self.store.records), "bytes": self.store.total_bytes,
                     "capacity_bytes": self.store.capacity_bytes, "pending_bytes": self.pending_bytes,
-                    "generation": self.store.manifest.generation}
+                    "generation": self.store.manifest.generation, "worker": self.store.worker,
+                    "other_live_workers": len(self.store.others_live())}
 
     def close(self) -> None:
         if self.writer.is_alive():

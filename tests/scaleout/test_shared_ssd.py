@@ -64,6 +64,8 @@ def turn(messages: list[dict], reply: dict, text: str) -> list[dict]:
 
 def test_the_next_turn_on_the_other_worker_restores_from_the_shared_ssd(workers):
     a, b, cold = workers
+    assert ssd_state(a)["other_live_workers"] == ssd_state(b)["other_live_workers"] == 1
+    assert ssd_state(a)["worker"] != ssd_state(b)["worker"]
     messages = [{"role": "system", "content": "You are a patient tutor who explains slowly. " * 50},
                 {"role": "user", "content": "What is a prime number?"}]
     before = ssd_state(a)["generation"]
