@@ -165,16 +165,17 @@ class SsdStore(StoreWrites):
 
     def remove_orphans(self, pinned: Iterable[bytes] = ()) -> int:
         """Delete temporary files and chunk files nothing references (left by a crash); while
-        other workers are live, only those older than ``ORPHAN_GRACE``."""
+        other workers are live, only those older than ``ORPHAN_GRACE``. Counts are checked in one
+        transaction, so that no commit revives a file between the check and the deletion."""
         older_than = time.time() - ORPHAN_GRACE if self.others_live() else float("inf")
         removed = 0
-        for path in self.files.strays(set(pinned), older_than):
-            key = chunk_key_of(path.name)
-            with self.manifest.transact():
-                if key is not None and self.ledger.referenced(key):
-                    continue
-                remove_path(path)
-                removed += 1
+        strays = self.files.strays(set(pinned), older_than)
+        with self.manifest.transact():
+            for path in strays:
+                key = chunk_key_of(path.name)
+                if key is None or not self.ledger.referenced(key):
+                    remove_path(path)
+                    removed += 1
         return removed
 
     def read(self, record: SnapshotRecord, chunk_count: int) -> list[tuple[list[int], bytes]]:

@@ -84,8 +84,8 @@ class StoreWrites:
 
     def _forget(self, snapshot_id: str, force: bool, pinned: Iterable[bytes] = ()) -> bool:
         """Release ``snapshot_id``; True when its record left the store (always when ``force``).
-        Chunk files whose count fell to zero are deleted after that transaction commits, each
-        in a transaction that finds it still unreferenced (a commit may have revived it)."""
+        Chunk files whose count fell to zero are deleted after that transaction commits, in one
+        that finds each still unreferenced (a commit may have revived it meanwhile)."""
         with self.manifest.transact():
             stored = self.manifest.get(snapshot_id)
             holders = self.ledger.holders(snapshot_id)
@@ -103,10 +103,10 @@ class StoreWrites:
         old = self.records.get(snapshot_id)
         if old is not None:
             self._unregister(old)
-        keep = set(pinned)
-        for key in freed:
-            if key not in keep:
-                with self.manifest.transact():
+        freed = [key for key in freed if key not in set(pinned)]
+        if freed:
+            with self.manifest.transact():
+                for key in freed:
                     if not self.ledger.referenced(key):
                         self.files.remove(key)
         self.total_bytes = self.ledger.total_bytes()
