@@ -101,7 +101,7 @@ def open_manifest(directory: Path, writer: bool) -> Manifest:
         manifest.generation  # noqa: B018 -- reading it proves the database is sound
         return manifest
     except (sqlite3.DatabaseError, BadRecord) as exc:
-        if not writer:
+        if not writer or "locked" in str(exc):  # busy (another worker writes) is no damage
             raise
         aside = directory.with_name(f"manifest.corrupt-{int(time.time())}")
         log.warning("SSD cache manifest %s is unreadable (%s); moved to %s, starting empty", directory, exc, aside)

@@ -15,10 +15,13 @@ import collections
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+import diskcache
 
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.snapshot import PendingSnapshot
@@ -207,13 +210,22 @@ def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format:
     """``(store, its valid records, orphans removed)``, opened and checked. A damaged store is moved
     aside and replaced by an empty one; an unwritable one raises TierUnavailable
     (:func:`kvgate.core.disk_state.open_or_set_aside`)."""
-    def attempt():
+    def checked():
         store = SsdStore(root, chunk_tokens, capacity_bytes, state_format, worker_id=worker_id)
         try:
             return store, store.load_index(), store.remove_orphans()
         except BaseException:
             store.close()
             raise
+
+    def attempt():
+        try:
+            return checked()
+        except (diskcache.Timeout, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" not in str(exc):
+                raise
+            # another worker held the shared manifest's write lock too long: busy, not damaged
+            raise TierUnavailable(f"the shared SSD cache at {root} stayed busy: {exc!r}") from None
 
     try:
         return open_or_set_aside(Path(root), attempt, "SSD cache", passthrough=(TierUnavailable,))
