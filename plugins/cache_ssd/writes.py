@@ -20,14 +20,14 @@ from kvgate.plugins.cache_ssd.records import SnapshotRecord
 class StoreWrites:
     def commit(self, pending: PendingSnapshot) -> SnapshotRecord:
         """Write the missing chunks durably, then name the snapshot in a new manifest generation."""
-        written = self._write_missing(pending, range(len(pending.keys)))
+        self._write_missing(pending)  # outside the lock: the slow part
         now = time.time()
         record = SnapshotRecord(
             id=pending.id, namespace=pending.namespace, cache_key=pending.cache_key, tokens=list(pending.tokens),
             round=pending.round, bytes=pending.state_bytes, generation=0, chunk_tokens=pending.chunk_tokens,
             chunks=list(pending.keys), created=now, last_used=now, state_format=pending.state_format)
         with self.manifest.transact():
-            self._write_missing(pending, [i for i in range(len(pending.keys)) if i not in written])
+            self._write_missing(pending)  # again: another worker may have deleted one it found unreferenced
             if self.manifest.get(record.id) is None:
                 for key in record.chunks:
                     self.ledger.incref(key, self.files.size(key))
@@ -40,12 +40,11 @@ class StoreWrites:
         self.total_bytes = self.ledger.total_bytes()
         return record
 
-    def _write_missing(self, pending: PendingSnapshot, indexes: Iterable[int]) -> set[int]:
-        """Write (and fsync, with their directories) the chunks among ``indexes`` that are missing
-        or unusable on disk; returns their indexes. Raises FileNotFoundError for one whose payload
-        the snapshot does not carry."""
-        written, directories = set(), set()
-        for index in indexes:
+    def _write_missing(self, pending: PendingSnapshot) -> None:
+        """Write (and fsync, with their directories) the snapshot's chunks that are missing or
+        unusable on disk. Raises FileNotFoundError for one whose payload the snapshot lacks."""
+        directories = set()
+        for index in range(len(pending.keys)):
             key, tokens = pending.keys[index], pending.chunk_tokens_at(index)
             if not self.files.header_problem(key, len(tokens)):
                 continue
@@ -54,10 +53,8 @@ class StoreWrites:
                 raise FileNotFoundError(f"chunk {index} of snapshot {pending.id} is neither stored nor given")
             chunk = encode_chunk(chain_root(pending.namespace), key, tokens, payload, pending.state_format)
             directories.add(self.files.write(key, chunk))
-            written.add(index)
         for directory in sorted(directories) + ([self.chunks_dir] if directories else []):
             fsync_directory(directory)
-        return written
 
     def touch(self, snapshot_id: str, when: float) -> None:
         """This worker used the snapshot at ``when``: it becomes (or stays) one of its holders."""
