@@ -106,6 +106,7 @@ class CacheConfig:
     ssd_enabled: bool = True
     ssd_path: str = ""  # empty = <state dir>/ssd
     ssd_bytes: int = attrs.field(default=20 * 1024**3, validator=_non_negative)
+    ssd_worker_id: str = ""  # this worker's name on a shared ssd_path; empty = unique per process
     chunk_tokens: int = attrs.field(default=256, validator=_positive)
     almost_hit_min_tokens: int = attrs.field(default=1024, validator=_positive)
     almost_hit_min_ratio: float = 0.9

@@ -8,6 +8,7 @@ A chunk is written to a temporary name, fsynced and renamed; the caller fsyncs t
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Iterable, Optional
@@ -49,10 +50,24 @@ class ChunkFiles:
     def remove(self, key: bytes) -> None:
         remove_path(self.path(key))
 
-    def strays(self, keep: Iterable[bytes]) -> list[Path]:
-        """Temporary files and chunk files whose key is not in ``keep``."""
-        wanted = set(keep)
-        return [p for p in self.root.glob("*/*") if chunk_key_of(p.name) not in wanted]
+    def strays(self, keep: Iterable[bytes], older_than: float = float("inf")) -> list[Path]:
+        """Temporary files and chunk files whose key is not in ``keep``, last modified before
+        ``older_than`` (a time: another worker's files being written are younger)."""
+        wanted, found = set(keep), []
+        for path in self.root.glob("*/*"):
+            try:
+                young = path.stat().st_mtime >= older_than
+            except OSError:  # gone meanwhile
+                continue
+            if not young and chunk_key_of(path.name) not in wanted:
+                found.append(path)
+        return found
+
+    def size(self, key: bytes) -> int:
+        try:
+            return self.path(key).stat().st_size
+        except OSError:
+            return 0
 
     def read(self, record: SnapshotRecord, chunk_count: int) -> list[tuple[list[int], bytes]]:
         """Validated ``(tokens, payload)`` of the first ``chunk_count`` chunks; raises BadChunk."""
@@ -69,7 +84,8 @@ class ChunkFiles:
                         digest=self.digest, max_tokens=record.chunk_tokens))
             except OSError as exc:
                 error = BadChunk(f"chunk {index} unreadable: {exc}")
-                error.key = key
+                # a missing file is no damage to remove: on a shared store, another worker's drop
+                error.key = None if isinstance(exc, FileNotFoundError) else key
                 raise error from None
             except BadChunk as exc:
                 exc.key = key
@@ -98,7 +114,7 @@ def remove_path(path: Path) -> None:
 def write_durably(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: temporary file, fsync, rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    temporary = path.with_name(f"{path.name}.tmp{os.getpid()}-{secrets.token_hex(4)}")  # unique across hosts
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

@@ -13,15 +13,17 @@ from kvgate.core.hookspecs import hookimpl
 
 
 def _open(ctx: click.Context, writer: bool = False):
-    from kvgate.plugins.cache_ssd.store import SsdStore, StoreBusy
+    from kvgate.plugins.cache_ssd.store import SsdStore
 
     root: Path = ctx.obj["path"]
     if not (root / "manifest").is_dir():
         raise click.ClickException(f"no SSD cache at {root}")
-    try:
-        store = SsdStore(root, ctx.obj["chunk_tokens"], ctx.obj["capacity"], writer=writer)
-    except StoreBusy as exc:
-        raise click.ClickException(f"{exc}; stop the server first") from None
+    store = SsdStore(root, ctx.obj["chunk_tokens"], ctx.obj["capacity"], writer=writer)
+    live = store.others_live() if writer else set()
+    if live:  # clearing drops every worker's snapshots
+        store.close()
+        raise click.ClickException(f"the SSD cache at {root} is in use by {len(live)} live worker(s); "
+                                   "stop the server first")
     store.load_index(drop_bad=writer)
     return store
 

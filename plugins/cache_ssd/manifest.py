@@ -2,12 +2,12 @@
 
 Values are JSON bytes (never pickles: a value stored as a pickle is refused, since disk is
 untrusted). Writes use SQLite's FULL synchronous mode; one transaction moves the manifest to a new
-generation together with the snapshot it commits.
+generation together with the snapshot it commits. Several workers open the same database; the
+ledger of :mod:`.shared` keeps their leases, holders and chunk reference counts beside the records.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sqlite3
@@ -18,7 +18,6 @@ from typing import Iterator
 import diskcache
 from diskcache.core import MODE_PICKLE
 
-from kvgate.core.cache.tiers import TierUnavailable
 from kvgate.plugins.cache_ssd.records import PREFIX, BadRecord, SnapshotRecord, record_from_json
 
 GENERATION_KEY = "generation"
@@ -54,16 +53,18 @@ class Manifest:
         value = self.cache.get(GENERATION_KEY, 0)
         return value if isinstance(value, int) else 0
 
-    def commit(self, record: SnapshotRecord) -> int:
-        """Store ``record`` and move to the next generation in one transaction; returns it."""
-        with self.cache.transact():
-            generation = self.generation + 1
-            record.generation = generation
-            self.cache.set(PREFIX + record.id, record.to_json())
-            self.cache.set(GENERATION_KEY, generation)
-        return generation
+    def transact(self):
+        """One SQLite write transaction (``BEGIN IMMEDIATE``): serialises every worker's writes."""
+        return self.cache.transact()
 
-    def update(self, record: SnapshotRecord) -> None:
+    def get(self, snapshot_id: str) -> SnapshotRecord | None:
+        """The stored record of ``snapshot_id``, or None when absent or unreadable."""
+        try:
+            return record_from_json(self.cache.get(PREFIX + snapshot_id))
+        except (BadRecord, ValueError, TypeError):
+            return None
+
+    def put(self, record: SnapshotRecord) -> None:
         self.cache.set(PREFIX + record.id, record.to_json())
 
     def delete(self, snapshot_id: str) -> None:
@@ -93,20 +94,6 @@ class Manifest:
         self.cache.close()
 
 
-class StoreBusy(TierUnavailable):
-    """Another process holds the store's write lock."""
-
-
-def lock_store(root: Path):
-    handle = open(root / "lock", "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise StoreBusy(f"the SSD cache at {root} is in use by another process") from None
-    return handle
-
-
 def open_manifest(directory: Path, writer: bool) -> Manifest:
     """Open the manifest; a writer moves an unreadable database aside and starts empty."""
     try:
@@ -114,7 +101,7 @@ def open_manifest(directory: Path, writer: bool) -> Manifest:
         manifest.generation  # noqa: B018 -- reading it proves the database is sound
         return manifest
     except (sqlite3.DatabaseError, BadRecord) as exc:
-        if not writer:
+        if not writer or "locked" in str(exc):  # busy (another worker writes) is no damage
             raise
         aside = directory.with_name(f"manifest.corrupt-{int(time.time())}")
         log.warning("SSD cache manifest %s is unreadable (%s); moved to %s, starting empty", directory, exc, aside)

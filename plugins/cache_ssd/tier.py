@@ -3,9 +3,10 @@
 
 The engine thread exports state (the runtime is not thread-safe) and submits a
 :class:`PendingSnapshot`; the writer thread writes chunks, commits the manifest, applies the
-round limit and the capacity bound. Chunks referenced by a queued snapshot are pinned so that a
-capacity drop cannot delete them before that snapshot commits. Reads (:meth:`read`) run on
-request worker threads.
+round limit and the capacity bound, and renews the worker's lease on the shared store. Chunks
+referenced by a queued snapshot are pinned so that a capacity drop cannot delete them before that
+snapshot commits. Reads (:meth:`read`) run on request worker threads. A lookup first catches up
+with what other workers committed or dropped since (:meth:`SsdStore.refresh`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import collections
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+import diskcache
 
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.snapshot import PendingSnapshot
@@ -34,9 +38,10 @@ MAX_PENDING_BYTES = 512 * 1024 * 1024
 
 class SsdTier:
     def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str],
-                 prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES):
+                 prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES, worker_id: str = ""):
         self.chunk_tokens, self.prefix_rounds, self.max_pending_bytes = chunk_tokens, prefix_rounds, max_pending_bytes
-        self.store, records, self.orphans_removed = open_store(root, chunk_tokens, capacity_bytes, state_format)
+        self.store, records, self.orphans_removed = open_store(root, chunk_tokens, capacity_bytes, state_format,
+                                                               worker_id)
         self.name = "ssd"
         self.metrics = SsdMetrics()
         self.lock = threading.Condition(threading.RLock())
@@ -59,8 +64,21 @@ class SsdTier:
             return self.index.longest(namespace, tokens)
 
     def exact(self, namespace: str, cache_key: Optional[str], tokens: Sequence[int]):
+        """Called first on every lookup that reaches this tier: catches up with other workers."""
         with self.lock:
+            self._catch_up()
             return self.index.exact(namespace, cache_key, tokens)
+
+    def _catch_up(self) -> None:
+        try:
+            added, removed = self.store.refresh()
+        except Exception as exc:  # a busy or damaged manifest: look up what is known
+            log.warning("SSD cache: reading other workers' snapshots failed: %s", exc)
+            return
+        for record in removed:
+            self.index.remove(record)
+        for record in added:
+            self.index.add(record)
 
     def pin_known(self, keys: Sequence[bytes]) -> set[int]:
         """Pin ``keys`` (no drop deletes them until the snapshot is submitted and committed, or
@@ -107,9 +125,16 @@ class SsdTier:
     # --- writer thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         lower_own_priority()
+        renew_every, renewed = self.store.lease_seconds / 3, time.monotonic()
         while True:
-            kind, subject, extra = self.jobs.get()
             try:
+                kind, subject, extra = self.jobs.get(timeout=renew_every)
+            except queue.Empty:
+                kind, subject, extra = "renew", None, None
+            try:
+                if time.monotonic() - renewed >= renew_every or kind == "renew":
+                    self.store.renew_lease()
+                    renewed = time.monotonic()
                 if kind == "stop":
                     return
                 if kind == "flush":
@@ -146,15 +171,16 @@ class SsdTier:
     def _drop_damaged(self, record: SnapshotRecord, bad_key: Optional[bytes]) -> None:
         with self.lock:
             if self.store.records.get(record.id) is record:  # not re-committed meanwhile
-                self.store.drop(record.id, pinned=+self.pins)
+                self.store.drop(record.id, pinned=+self.pins, force=True)
             if bad_key is not None:
                 for other in self.store.remove_chunk(bad_key):
                     self.index.remove(other)
         self._update_gauges()
 
     def _drop_locked(self, record: SnapshotRecord) -> None:
-        self.index.remove(record)
-        self.store.drop(record.id, pinned=+self.pins)
+        """Drop ``record`` for this worker; it stays indexed while another live worker holds it."""
+        if self.store.drop(record.id, pinned=+self.pins) is not None:
+            self.index.remove(record)
 
     def _update_gauges(self) -> None:
         self.metrics.ssd_bytes.set(self.store.total_bytes)
@@ -169,7 +195,8 @@ class SsdTier:
         with self.lock:
             return {"snapshots": len(self.store.records), "bytes": self.store.total_bytes,
                     "capacity_bytes": self.store.capacity_bytes, "pending_bytes": self.pending_bytes,
-                    "generation": self.store.manifest.generation}
+                    "generation": self.store.manifest.generation, "worker": self.store.worker,
+                    "other_live_workers": len(self.store.others_live())}
 
     def close(self) -> None:
         if self.writer.is_alive():
@@ -179,17 +206,26 @@ class SsdTier:
         self.store.close()
 
 
-def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str]):
+def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str], worker_id: str = ""):
     """``(store, its valid records, orphans removed)``, opened and checked. A damaged store is moved
     aside and replaced by an empty one; an unwritable one raises TierUnavailable
     (:func:`kvgate.core.disk_state.open_or_set_aside`)."""
-    def attempt():
-        store = SsdStore(root, chunk_tokens, capacity_bytes, state_format)
+    def checked():
+        store = SsdStore(root, chunk_tokens, capacity_bytes, state_format, worker_id=worker_id)
         try:
             return store, store.load_index(), store.remove_orphans()
         except BaseException:
-            store.close()  # releases the lock, so that the retry can take it
+            store.close()
             raise
+
+    def attempt():
+        try:
+            return checked()
+        except (diskcache.Timeout, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" not in str(exc):
+                raise
+            # another worker held the shared manifest's write lock too long: busy, not damaged
+            raise TierUnavailable(f"the shared SSD cache at {root} stayed busy: {exc!r}") from None
 
     try:
         return open_or_set_aside(Path(root), attempt, "SSD cache", passthrough=(TierUnavailable,))

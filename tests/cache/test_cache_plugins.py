@@ -43,11 +43,14 @@ def test_tiers_follow_the_config(tmp_path, cache_runtime):
     assert set(build_tiers(cache_config(tmp_path), cache_runtime, disabled)) == {"device"}
 
 
-def test_a_store_in_use_by_another_process_disables_only_the_ssd_tier(tmp_path, cache_runtime, caplog):
+def test_a_store_another_worker_uses_is_shared_not_disabled(tmp_path, cache_runtime, caplog):
     holder = SsdStore(tmp_path / "ssd", chunk_tokens=32, capacity_bytes=10**9)
-    manager = build_cache_manager(cache_config(tmp_path), cache_runtime, build_plugin_manager())
-    assert manager.ssd is None and manager.device is not None
-    assert "in use by another process" in caplog.text
+    manager = build_cache_manager(cache_config(tmp_path, ssd_worker_id="worker-2"), cache_runtime,
+                                  build_plugin_manager())
+    assert manager.ssd is not None and manager.device is not None
+    assert manager.ssd.store.others_live() == {holder.worker} and manager.ssd.stats()["worker"] == "worker-2"
+    assert holder.others_live() == {"worker-2"}
+    assert "disabled" not in caplog.text
     manager.close()
     holder.close()
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from kvgate.core.cache.snapshot import BadChunk
-from kvgate.plugins.cache_ssd.store import SsdStore, StoreBusy
+from kvgate.plugins.cache_ssd.store import SsdStore
 
 from tests.cache.ssd_helpers import FORMAT, chunk_payload, pending
 
@@ -94,12 +94,16 @@ def test_orphans_and_temporaries_are_removed_at_start(tmp_path):
     again.close()
 
 
-def test_second_writer_is_refused(tmp_path):
+def test_a_second_writer_shares_the_store(tmp_path):
+    """No exclusive lock any more: two writers (the shared tier's workers) open one store."""
     store = open_store(tmp_path)
-    with pytest.raises(StoreBusy):
-        SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, state_format=FORMAT)
+    second = SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, state_format=FORMAT)
+    second.load_index()
     reader = SsdStore(tmp_path, chunk_tokens=C, capacity_bytes=10**9, state_format=FORMAT, writer=False)
     reader.close()
+    record = second.commit(pending("ns", list(range(16)), C))
+    assert store.refresh()[0][0].id == record.id
+    second.close()
     store.close()
 
 
