@@ -18,6 +18,7 @@ from litestar.exceptions import WebSocketDisconnect
 
 from kvgate.core.body import BodyLimits, parse_off_loop
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.request_hints import apply_hints
 from kvgate.core.http import json_text
 from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER
@@ -101,6 +102,7 @@ class Connection:
     async def create(self, body: dict[str, Any]) -> None:
         call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
                           local=self.last, tenant=tenant_of(self.socket))
+        apply_hints(call.chat, self.socket.headers)
         warm_up = body.get("generate") is False
         log.info("responses websocket: %s, %d messages, previous_response_id %s",
                  "warm-up" if warm_up else "response.create", len(call.chat.messages), call.previous_response_id)
