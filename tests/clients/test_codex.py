@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,28 +50,21 @@ def server(tmp_path_factory):
         yield proc
 
 
+def readme_config() -> str:
+    """The Codex config.toml the README's "Use with Claude Code / Codex" gives, verbatim."""
+    section = (REPO / "README.md").read_text().split("## Use with Claude Code / Codex")[1].split("\n## ")[0]
+    return re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+
+
 def codex_config(base_url: str, websockets: bool) -> str:
-    return f"""model_provider = "local"
-approval_policy = "never"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.local]
-name = "kvgate"
-base_url = "{base_url}/v1"
-wire_api = "responses"
-env_key = "LOCAL_API_KEY"
-supports_websockets = {"true" if websockets else "false"}
-websocket_connect_timeout_ms = 600000
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-"""
+    """The README's config on ``base_url``, over HTTP or WebSocket, with tools kept read-only and
+    no approval prompts (top-level keys, ahead of the README's tables)."""
+    config = readme_config().replace("http://127.0.0.1:8000", base_url)
+    if not websockets:
+        config = re.sub(r"^supports_websockets = true.*$", "supports_websockets = false", config, flags=re.M)
+    assert f'base_url = "{base_url}/v1"' in config
+    return ('approval_policy = "never"\nsandbox_mode = "read-only"\ncheck_for_update_on_startup = false\n'
+            + config)
 
 
 def run_codex(codex_bin: Path, server: ServerProcess, workdir: Path, websockets: bool) -> tuple[int, list, str]:
@@ -80,7 +74,7 @@ def run_codex(codex_bin: Path, server: ServerProcess, workdir: Path, websockets:
         folder.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(codex_config(server.base_url, websockets))
     env = {"PATH": f"{codex_bin.parent}:{os.environ['PATH']}", "HOME": str(home), "CODEX_HOME": str(codex_home),
-           "LOCAL_API_KEY": "dummy", "TERM": "dumb"}
+           "TERM": "dumb"}
     done = subprocess.run([str(codex_bin), "exec", "--skip-git-repo-check", "--json", PROMPT], env=env, cwd=cwd,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
