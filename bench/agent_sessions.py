@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,9 +99,12 @@ def codex_turn(server: ServerProcess, work: Path, turn: int, prompt: str, forced
 def run_agent(agent: str, args, out: Path) -> dict:
     work = out / agent
     shutil.rmtree(work, ignore_errors=True)  # a fresh server state: the session starts cold
+    work.mkdir(parents=True)
+    # the agents run outside any git repository: Claude Code puts `git status` in its system prompt
+    (work / "agent").symlink_to(tempfile.mkdtemp(prefix=f"kvgate-{agent}-"))
     for folder in ("home", "cwd"):
-        (work / folder).mkdir(parents=True, exist_ok=True)
-    (work / "cwd" / "notes.txt").write_text("The meeting moved to Thursday at ten.\n")
+        (work / "agent" / folder).mkdir()
+    (work / "agent" / "cwd" / "notes.txt").write_text("The meeting moved to Thursday at ten.\n")
     record = work / "requests.jsonl"
     settings = {"server": {"record_path": str(record)}, "engine": {"default_max_tokens": args.max_tokens},
                 "cache": {"almost_hit_min_tokens": 64, "almost_hit_min_ratio": 0.0}}
@@ -110,9 +114,10 @@ def run_agent(agent: str, args, out: Path) -> dict:
             before, started = len(read_records(record)), time.time()
             forced, prompt = turn == args.tool_turn, PROMPTS[(turn - 1) % len(PROMPTS)]
             if agent == "claude":
-                outcome = claude_turn(server, work, turn, prompt, forced, args.max_tokens)
+                outcome = claude_turn(server, work / "agent", turn, prompt, forced, args.max_tokens)
             else:
-                outcome = codex_turn(server, work, turn, prompt, forced, args.codex_transport == "websocket")
+                outcome = codex_turn(server, work / "agent", turn, prompt, forced,
+                                     args.codex_transport == "websocket")
             outcome.update(turn=turn, forced=forced, wall_s=round(time.time() - started, 1),
                            requests=len(read_records(record)) - before)
             print(agent, json.dumps(outcome), flush=True)
