@@ -48,7 +48,8 @@ def claude_turn(server: ServerProcess, work: Path, turn: int, prompt: str, force
     binary = ROOT / ".cache" / "claude-code" / "node_modules" / ".bin" / "claude"
     env = {"PATH": f"{binary.parent}:{os.environ['PATH']}", "HOME": str(work / "home"), "TERM": "dumb",
            "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "dummy",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(cap)}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_DISABLE_1M_CONTEXT": "1",
+           "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(cap)}
     if forced:
         env["ANTHROPIC_CUSTOM_HEADERS"] = f"{HINT}: {TOOLS['claude']}"
     args = [str(binary), "-p", prompt, "--output-format", "json", "--allowedTools", "Read"]
