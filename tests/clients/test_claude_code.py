@@ -79,7 +79,7 @@ def run_claude(claude_bin: Path, server, workdir: Path, prompt: str, *args: str)
 
 
 def run_until_answered(claude_bin, server, workdir: Path, prompt: str, *args: str) -> tuple[int, dict]:
-    for _ in range(3):
+    for _ in range(6):  # a retry is served from cache: seconds
         code, output = run_claude(claude_bin, server, workdir, prompt, *args)
         if RAMBLED not in str(output.get("result")):
             break
