@@ -54,6 +54,7 @@ class ServerConfig:
     max_body_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)  # POST body / WS frame
     max_json_depth: int = attrs.field(default=128, validator=_positive)  # nesting of arrays and objects
     max_json_items: int = attrs.field(default=500_000, validator=_positive)  # values in one body
+    record_path: str = ""  # a JSONL file each finished generation's tokens are appended to (off when empty)
 
 
 @attrs.define

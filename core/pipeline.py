@@ -25,6 +25,7 @@ from kvgate.core.engine.sampling import make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
+from kvgate.core.request_recorder import recorder_for
 from kvgate.core.server import call_id
 from kvgate.core.stop_strings import StopStringScanner
 from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
@@ -54,6 +55,7 @@ class Pipeline:
         granularity = config.cache.cached_tokens_granularity
         self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
+        self.recorder = recorder_for(config.server.record_path)
 
     @property
     def model_info(self):
@@ -189,6 +191,9 @@ class Pipeline:
                 if isinstance(message, SequenceDone):
                     self.metrics.request_finished(message.reason, usage.prompt_tokens, usage.cached_tokens_device,
                                                   usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
+                    if self.recorder is not None:
+                        self.recorder.record(seq.namespace, prompt, [], usage.cached_tokens_device,
+                                             usage.cached_tokens_ssd, "warm", None)
                     return self.reported(usage)
         finally:
             if seq.phase.value != "done":
@@ -213,6 +218,8 @@ class _Run:
         self.stop_sequence: Optional[str] = None
         self.started = time.monotonic()
         self.last_token_at: Optional[float] = None
+        self.first_token_s: Optional[float] = None
+        self.output: list[int] = []  # the generated token ids (for the request recorder)
         self.recorded = False  # the request is counted in the metrics once, when it ends
 
     def handle(self, message) -> list[Event]:
@@ -228,11 +235,13 @@ class _Run:
         now = time.monotonic()
         metrics = self.pipeline.metrics
         if self.last_token_at is None:
-            metrics.first_token(now - self.started)
+            self.first_token_s = now - self.started
+            metrics.first_token(self.first_token_s)
         else:
             metrics.next_token(now - self.last_token_at)
         self.last_token_at = now
         self.usage.completion_tokens += 1
+        self.output.append(token)
         if self.stop_sequence is not None:
             return []
         text, hit = self.stops.push(self.detok.push(token))
@@ -259,6 +268,10 @@ class _Run:
         self.pipeline.metrics.request_finished(
             reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
             self.usage.completion_tokens, interventions, len(self.issues))
+        recorder = self.pipeline.recorder
+        if recorder is not None:
+            recorder.record(self.seq.namespace, self.seq.prompt, self.output, self.usage.cached_tokens_device,
+                            self.usage.cached_tokens_ssd, reason, self.first_token_s)
 
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []

@@ -9,6 +9,7 @@ from litestar import Request, Response, head, post
 
 from kvgate.adapters.anthropic.billing import billing_mode
 from kvgate.adapters.anthropic.blocks import expect
+from kvgate.core.request_hints import apply_hints
 from kvgate.adapters.anthropic.errors import anthropic_error_body, error_message, error_type
 from kvgate.adapters.anthropic.message import fold_message
 from kvgate.adapters.anthropic.request import build_chat_request
@@ -30,7 +31,7 @@ def build_routes(ctx) -> list:
         expect(requested is None or isinstance(requested, str), "must be a string", "model")
         served = ctx.resolve_model(requested)
         chat = build_chat_request(body, served, request.headers, billing)
-        return requested or served, scope_request(chat, tenant_of(request), body)
+        return requested or served, apply_hints(scope_request(chat, tenant_of(request), body), request.headers)
 
     @post(MESSAGES_PATHS, status_code=200)
     async def create_message(request: Request) -> Response:

@@ -18,6 +18,7 @@ from litestar import Request, Response, delete, get, post
 
 from kvgate.core.errors import NotFound
 from kvgate.core.http import read_json_object, sse_event, sse_response
+from kvgate.core.request_hints import apply_hints
 from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call
 from kvgate.adapters.responses.store import ResponseStore
@@ -50,6 +51,7 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
                           tenant=tenant_of(request))
+        apply_hints(call.chat, request.headers)
         run = await begin(ctx, store, call, streaming=call.stream)
         if call.stream:
             return sse_response(sse_chunks(run))

@@ -135,8 +135,10 @@ def _cache_key(body: dict, header_key: Optional[str], prior_key: Optional[str]) 
 
 
 def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: Optional[list[Message]] = None,
-                 prior_cache_key: Optional[str] = None, header_cache_key: Optional[str] = None) -> ResponsesCall:
-    """Parse a create body; ``prior`` is the resolved ``previous_response_id`` conversation."""
+                 prior_cache_key: Optional[str] = None, header_cache_key: Optional[str] = None,
+                 warm_up: bool = False) -> ResponsesCall:
+    """Parse a create body; ``prior`` is the resolved ``previous_response_id`` conversation. A
+    ``warm_up`` (WebSocket ``generate: false``) may have nothing to warm."""
     _reject_unsupported(body)
     converted = convert_input(body.get("input"), has_vision, prior)
     tools = convert_tools(body.get("tools")) + converted.tools
@@ -150,7 +152,7 @@ def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: O
         response_format=_response_format(body), reasoning=_reasoning_switch(body),
         cache_key=_cache_key(body, header_cache_key, prior_cache_key), request_id=uuid.uuid4().hex,
     )
-    if not chat.messages:
+    if not chat.messages and not warm_up:
         raise InvalidRequest("input is empty: send at least one message.", param="input")
     return ResponsesCall(chat=chat, body=body, conversation=converted.messages, store=body.get("store") is not False,
                          stream=body.get("stream") is True, previous_response_id=body.get("previous_response_id"))

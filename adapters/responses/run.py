@@ -31,7 +31,8 @@ def previous_not_found(previous_id: str) -> InvalidRequest:
 
 
 def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cache_key: Optional[str] = None,
-               local: Optional[dict[str, StoredResponse]] = None, tenant: Tenant = DEFAULT) -> ResponsesCall:
+               local: Optional[dict[str, StoredResponse]] = None, tenant: Tenant = DEFAULT,
+               warm_up: bool = False) -> ResponsesCall:
     """Validate ``body`` and build its canonical request for ``tenant``, with the prior conversation
     resolved from connection-local memory (``local``, WebSocket only) or the store; a prior
     response of another tenant is not found."""
@@ -46,7 +47,7 @@ def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cach
             raise previous_not_found(previous_id)
     call = parse_create(body, model=served, has_vision=ctx.pipeline.model_info.has_vision,
                         prior=prior.messages if prior else None, prior_cache_key=prior.cache_key if prior else None,
-                        header_cache_key=header_cache_key)
+                        header_cache_key=header_cache_key, warm_up=warm_up)
     scope_request(call.chat, tenant, body)
     return call
 

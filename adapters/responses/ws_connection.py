@@ -18,8 +18,10 @@ from litestar.exceptions import WebSocketDisconnect
 
 from kvgate.core.body import BodyLimits, parse_off_loop
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
+from kvgate.core.request_hints import apply_hints
 from kvgate.core.http import json_text
 from kvgate.core.tenants import tenant_of
+from kvgate.core.types import Usage
 from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER
 from kvgate.adapters.responses.run import HEARTBEAT, begin, new_run, parse_call
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
@@ -99,9 +101,10 @@ class Connection:
             await self.create(body)
 
     async def create(self, body: dict[str, Any]) -> None:
-        call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
-                          local=self.last, tenant=tenant_of(self.socket))
         warm_up = body.get("generate") is False
+        call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
+                          local=self.last, tenant=tenant_of(self.socket), warm_up=warm_up)
+        apply_hints(call.chat, self.socket.headers)
         log.info("responses websocket: %s, %d messages, previous_response_id %s",
                  "warm-up" if warm_up else "response.create", len(call.chat.messages), call.previous_response_id)
         if warm_up:
@@ -117,8 +120,9 @@ class Connection:
         run = new_run(self.ctx, self.store, call)
         for frame in run.renderer.start(in_progress=False):  # at once: the prefill may take a while
             await self.send(frame)
-        try:
-            frames = run.renderer.complete_empty(await self.ctx.pipeline.warm(call.chat))
+        try:  # a warm-up with no input yet (Codex's, at start-up) has nothing to compute
+            usage = await self.ctx.pipeline.warm(call.chat) if call.chat.messages else Usage()
+            frames = run.renderer.complete_empty(usage)
         except ContextLengthExceeded as exc:
             frames = run.renderer.fail(exc.code, exc.message)
         for frame in frames:

@@ -202,9 +202,12 @@ class Engine:
                 pass
 
     def _hand_back_state(self, seq: Sequence, done: SequenceDone) -> None:
+        """A finished sequence's state goes to the cache; so does a cancelled one's computed part (a
+        client that gives up during a long prefill and retries resumes it), never a failed one's."""
         if seq.session is None:
             return
-        if done.reason in ("stop", "length") and not seq.cancelled:
+        finished = done.reason in ("stop", "length") and not seq.cancelled
+        if finished or (done.reason == "cancelled" and seq.session.length > 0):
             self.cache.finish(seq.namespace, seq.session, seq.cache_key)
         else:
             self.cache.discard(seq.session)

@@ -67,6 +67,17 @@ def test_warm_up_then_incremental_request(server):
         assert final["usage"]["input_tokens"] == warm[-1]["response"]["usage"]["input_tokens"]
 
 
+def test_a_warm_up_with_no_input_yet_completes_empty_and_a_generation_still_needs_input(server):
+    """Codex warms a socket up at start-up, before there is any input: nothing to compute."""
+    with connect(ws_url(server)) as socket:
+        warm = create(socket, **SHORT, input=[], generate=False)
+        assert [f["type"] for f in warm] == ["response.created", "response.completed"]
+        assert warm[-1]["response"]["output"] == [] and warm[-1]["response"]["usage"]["input_tokens"] == 0
+        empty = create(socket, **SHORT, input=[])
+        assert empty[-1]["type"] == "error" and "input is empty" in empty[-1]["error"]["message"]
+        check_event_stream(create(socket, **SHORT, previous_response_id=warm[-1]["response"]["id"], input="Hi"))
+
+
 def test_errors_are_frames_and_the_socket_stays_open(server):
     with connect(ws_url(server)) as socket:
         socket.send("{not json")
