@@ -176,15 +176,6 @@ class JsonCallParser(StateParser):
             return self.goto(self.content)
         return self.goto(self.block_body)
 
-    def skip_block(self) -> bool:
-        head, tag = self.scan([self.block_close])
-        self.raw += head + (tag or "")
-        if tag is None and not self.final:
-            return bool(head)
-        self.issue(self.problem, self.raw)
-        self.in_block, self.raw = False, ""
-        return self.goto(self.content)
-
     def at_end(self) -> None:
         if self.call_open_now:
             self.raw += self.buf

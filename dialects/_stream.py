@@ -54,6 +54,18 @@ class StateParser(StreamParser):
     def start_state(self) -> Callable[[], bool]:
         raise NotImplementedError
 
+    def skip_block(self) -> bool:
+        """State: skip the rest of a tool-calls block that cannot be read and report it as
+        ``self.problem`` (for parsers with a ``block_close`` literal, ``raw`` text, an ``in_block``
+        flag and a ``content`` state)."""
+        head, tag = self.scan([self.block_close])
+        self.raw += head + (tag or "")
+        if tag is None and not self.final:
+            return bool(head)
+        self.issue(self.problem, self.raw)
+        self.in_block, self.raw = False, ""
+        return self.goto(self.content)
+
     def feed(self, text: str) -> list[Event]:
         self.buf += text
         self._run()

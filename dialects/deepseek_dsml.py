@@ -263,15 +263,6 @@ class DsmlParser(TagCallParser):
     def unescape(self, text: str) -> str:
         return unescape_value(text) if self.escaping else text
 
-    def skip_block(self) -> bool:
-        head, tag = self.scan([self.block_close])
-        self.raw += head + (tag or "")
-        if tag is None and not self.final:
-            return bool(head)
-        self.issue(self.problem, self.raw)
-        self.in_block, self.raw = False, ""
-        return self.goto(self.content)
-
     def at_end(self) -> None:
         was_open = self.call_open
         super().at_end()

@@ -45,6 +45,12 @@ class PrefixTrie:
             node = child
         return node, pos
 
+    def longest(self, tokens: Sequence[int]) -> tuple[Any, int]:
+        """``(entry, matched)``: the shortest entry holding the longest stored prefix of ``tokens``,
+        or ``(None, 0)`` when nothing matches."""
+        node, matched = self.match(tokens)
+        return (self.nearest_entry(node), matched) if matched else (None, 0)
+
     def nearest_entry(self, node: TrieNode) -> Any:
         """The shortest entry at or under ``node`` (None only for an empty tree)."""
         order = itertools.count()

@@ -56,10 +56,7 @@ class DeviceTier:
     # --- lookups ----------------------------------------------------------------------------------
     def longest(self, namespace: str, tokens: Sequence[int]) -> tuple[Optional[DeviceEntry], int]:
         trie = self.tries.get(namespace)
-        if trie is None:
-            return None, 0
-        node, matched = trie.match(tokens)
-        return (trie.nearest_entry(node), matched) if matched else (None, 0)
+        return trie.longest(tokens) if trie is not None else (None, 0)
 
     def exact(self, namespace: str, cache_key: Optional[str], tokens: Sequence[int]):
         entry = self.by_cache_key.get((namespace, cache_key)) if cache_key is not None else None

@@ -38,10 +38,7 @@ class SsdIndex:
 
     def longest(self, namespace: str, tokens: Sequence[int]) -> tuple[Optional[SnapshotRecord], int]:
         trie = self.tries.get(namespace)
-        if trie is None:
-            return None, 0
-        node, matched = trie.match(tokens)
-        return (trie.nearest_entry(node), matched) if matched else (None, 0)
+        return trie.longest(tokens) if trie is not None else (None, 0)
 
     def exact(self, namespace: str, cache_key: Optional[str], tokens: Sequence[int]):
         """The newest snapshot under ``cache_key`` and its verified common prefix with ``tokens``."""
