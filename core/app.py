@@ -89,6 +89,8 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
     pipeline.dialect_name = dialect_name
     log.info("serving %r: %s, dialect %s, context %d", config.model.name, runtime.info.architecture, dialect_name,
              runtime.info.max_context)
+    if pipeline.sampling_defaults.values:
+        log.info("sampling defaults for requests that leave them out: %s", pipeline.sampling_defaults.describe())
     return ServerContext(config=config, pm=pm, pipeline=pipeline, metrics=metrics,
                          tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""),
                          keyring=keyring)

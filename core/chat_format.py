@@ -11,12 +11,13 @@ import datetime
 import json
 from typing import Any, Optional, Protocol
 
+import attrs
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kvgate.core.dialect import Dialect
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import ChatRequest
+from kvgate.core.types import ChatRequest, Message
 
 
 class ChatFormat(Protocol):
@@ -67,6 +68,24 @@ class JinjaChatFormat:
         try:
             return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables)
         except TemplateError as exc:
+            if has_late_system(request.messages):  # a template that allows system messages only first
+                return self.render(attrs.evolve(request, messages=fold_late_system(request.messages)),
+                                   add_generation_prompt)
             raise InvalidRequest(f"The chat template rejected these messages: {exc}") from None
         except TypeError as exc:
             raise InvalidRequest(f"The chat template could not render these messages: {exc}") from None
+
+
+def has_late_system(messages: list[Message]) -> bool:
+    return any(message.role == "system" for message in messages[1:])
+
+
+def fold_late_system(messages: list[Message]) -> list[Message]:
+    """``messages`` with every system message after the first message appended, in order, to the
+    leading system message (created when there is none)."""
+    leading = bool(messages) and messages[0].role == "system"
+    head = messages[0] if leading else Message(role="system", content="")
+    rest = messages[1:] if leading else list(messages)
+    texts = [head.content] + [m.content for m in rest if m.role == "system"]
+    folded = attrs.evolve(head, content="\n\n".join(text for text in texts if text))
+    return [folded] + [m for m in rest if m.role != "system"]

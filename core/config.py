@@ -20,6 +20,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 from kvgate.core.config_fields import FieldError
 from kvgate.core.config_fields import non_negative as _non_negative
 from kvgate.core.config_fields import one_of as _one_of
+from kvgate.core.config_fields import optional_in_range as _optional_in_range
 from kvgate.core.config_fields import positive as _positive
 from kvgate.core.errors import ConfigError
 
@@ -91,6 +92,18 @@ class EngineConfig:
 
 
 @attrs.define
+class SamplingConfig:
+    """What a request that leaves a sampling parameter out gets (unset: the model's
+    ``generation_config.json`` value when ``model_defaults``, else the protocols' own default)."""
+
+    temperature: Optional[float] = attrs.field(default=None, validator=_optional_in_range(0, 2))
+    top_p: Optional[float] = attrs.field(default=None, validator=_optional_in_range(0, 1))
+    top_k: Optional[int] = attrs.field(default=None, validator=_optional_in_range(0, 1 << 31))
+    min_p: Optional[float] = attrs.field(default=None, validator=_optional_in_range(0, 1))
+    model_defaults: bool = True
+
+
+@attrs.define
 class TokenizerCacheConfig:
     enable_l0: bool = True
     enable_l1: bool = True
@@ -137,6 +150,7 @@ class Config:
     server: ServerConfig = attrs.field(factory=ServerConfig)
     model: ModelConfig = attrs.field(factory=ModelConfig)
     engine: EngineConfig = attrs.field(factory=EngineConfig)
+    sampling: SamplingConfig = attrs.field(factory=SamplingConfig)
     tokenizer_cache: TokenizerCacheConfig = attrs.field(factory=TokenizerCacheConfig)
     cache: CacheConfig = attrs.field(factory=CacheConfig)
     fence: FenceConfig = attrs.field(factory=FenceConfig)

@@ -31,3 +31,12 @@ def one_of(*choices: str):
             raise FieldError(attribute.name, f"must be one of {', '.join(choices)}, got {value!r}")
 
     return check
+
+
+def optional_in_range(low: float, high: float):
+    """Unset (None), or a number in [low, high]."""
+    def check(instance, attribute, value):
+        if value is not None and not low <= value <= high:
+            raise FieldError(attribute.name, f"must be in [{low}, {high}], got {value}")
+
+    return check

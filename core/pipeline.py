@@ -26,6 +26,7 @@ from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
 from kvgate.core.request_recorder import recorder_for
+from kvgate.core.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
 from kvgate.core.stop_strings import StopStringScanner
 from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
@@ -56,6 +57,7 @@ class Pipeline:
         self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
         self.recorder = recorder_for(config.server.record_path)
+        self.sampling_defaults = SamplingDefaults.build(config.sampling, runtime.info.sampling_defaults)
 
     @property
     def model_info(self):
@@ -115,7 +117,7 @@ class Pipeline:
     def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver,
                   fence: Any = None):
         return Sequence(
-            prompt=prompt, params=request.sampling, max_tokens=max_tokens,
+            prompt=prompt, params=self.sampling_defaults.apply(request.sampling), max_tokens=max_tokens,
             stop_token_ids=frozenset() if request.extra.get("ignore_eos") else frozenset(self.runtime.info.eos_token_ids),
             deliver=deliver,
             namespace=self.namespace_of(request), cache_key=request.cache_key, fence=fence, generate=generate,

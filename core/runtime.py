@@ -60,6 +60,7 @@ class ModelInfo:
     dtype: str
     device: str
     has_vision: bool = False
+    sampling_defaults: dict[str, float] = attrs.field(factory=dict)  # from generation_config.json
 
 
 @attrs.define(eq=False)

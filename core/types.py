@@ -85,6 +85,8 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    # the parameters the request left out: the pipeline fills them from the server's defaults
+    unset: frozenset[str] = frozenset()
 
 
 @attrs.define

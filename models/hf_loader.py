@@ -76,6 +76,12 @@ def eos_ids(directory: Path, config: dict[str, Any], tokenizer: Tokenizer, speci
     return found
 
 
+def generation_sampling(directory: Path) -> dict[str, Any]:
+    """The raw ``generation_config.json`` (its sampling values become server defaults), or {}."""
+    generation = directory / "generation_config.json"
+    return read_json(generation) if generation.is_file() else {}
+
+
 def load_weights(directory: Path) -> dict[str, torch.Tensor]:
     files = sorted(directory.glob("*.safetensors"))
     if not files:

@@ -1,7 +1,10 @@
 """Anthropic ``system`` + ``messages`` -> canonical messages.
 
-- The top-level ``system`` (string or text blocks) and every ``role: "system"`` message (Claude
-  Code sends mid-conversation reminders that way) are folded into one leading system message.
+- The top-level ``system`` (string or text blocks) and the ``role: "system"`` messages before the
+  first user or assistant message are folded into one leading system message. A later system
+  message (Claude Code sends mid-conversation reminders that way) stays where it is, so the prompt
+  before it, tools included, is the same as the previous turn's; the chat format folds it into the
+  leading one only for a template that refuses system messages there.
 - A user message's ``tool_result`` blocks become ``tool`` messages (in block order, before the
   user's own text, as the API requires them first); ``is_error`` is carried on the message and
   shown to the model as an ``Error: `` prefix.
@@ -43,8 +46,12 @@ def convert_messages(raw: Any, system: Any, billing: str) -> list[Message]:
         role = message.get("role")
         expect(role in ROLES, f"role must be one of {', '.join(ROLES)}", f"{param}.role")
         expect("content" in message, "message needs 'content'", f"{param}.content")
-        if role == "system":
+        if role == "system" and not turns:
             folded.extend(system_texts(message["content"], billing, f"{param}.content"))
+        elif role == "system":
+            texts = system_texts(message["content"], billing, f"{param}.content")
+            if texts:
+                turns.append(Message(role="system", content=BLOCK_JOINER.join(texts)))
         elif role == "user":
             turns.extend(user_turns(message["content"], f"{param}.content"))
         else:

@@ -14,6 +14,7 @@ from kvgate.adapters.anthropic.blocks import expect
 from kvgate.adapters.anthropic.messages import convert_messages
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, SamplingParams, Tool, ToolChoice
+from kvgate.core.sampling_defaults import unset_names
 
 TOOL_CHOICE_MODES = {"auto": "auto", "any": "required", "tool": "named", "none": "none"}
 
@@ -73,7 +74,7 @@ def convert_tool_choice(raw: Any, tools: list[Tool]) -> tuple[ToolChoice, bool]:
 
 
 def convert_sampling(body: dict[str, Any]) -> SamplingParams:
-    params = SamplingParams(max_tokens=optional_int(body, "max_tokens", minimum=1))
+    params = SamplingParams(max_tokens=optional_int(body, "max_tokens", minimum=1), unset=unset_names(body))
     for key in ("temperature", "top_p"):  # Anthropic's ranges: both in [0, 1]
         value = body.get(key)
         if value is not None:

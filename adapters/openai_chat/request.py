@@ -22,6 +22,7 @@ from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_response_format, convert_tool_choice, convert_tools
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, SamplingParams
+from kvgate.core.sampling_defaults import unset_names
 
 
 def to_chat_request(body: dict, model: str, has_vision: bool, headers: Optional[Mapping[str, str]] = None,
@@ -66,6 +67,7 @@ def sampling(body: dict) -> SamplingParams:
         min_p=number(body, "min_p", low=0, high=1, default=0.0),
         seed=integer(body, "seed"),
         max_tokens=max_tokens,
+        unset=unset_names(body),
         stop=stop_sequences(body.get("stop")),
         presence_penalty=number(body, "presence_penalty", low=-2, high=2, default=0.0),
         frequency_penalty=number(body, "frequency_penalty", low=-2, high=2, default=0.0),

@@ -14,6 +14,7 @@ import attrs
 
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams
+from kvgate.core.sampling_defaults import unset_names
 from kvgate.adapters.responses.input_items import convert_input
 from kvgate.adapters.responses.tools import convert_tool_choice, convert_tools
 
@@ -76,7 +77,7 @@ def _check_types(body: dict) -> None:
 
 
 def _sampling(body: dict) -> SamplingParams:
-    sampling = SamplingParams()
+    sampling = SamplingParams(unset=unset_names(body))
     temperature, top_p = _number(body, "temperature", 0, 2), _number(body, "top_p", 0, 1)
     if temperature is not None:
         sampling.temperature = temperature

@@ -17,10 +17,11 @@ import attrs
 
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
+from kvgate.core.sampling_defaults import valid_defaults
 from kvgate.models import gguf_cache
 from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded
-from kvgate.models.hf_loader import (DTYPES, eos_ids, int_or_none, load_weights, max_context, read_chat_template,
-                                     read_json, read_special_tokens, read_tokenizer, resolve_device)
+from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_or_none, load_weights, max_context,
+                                     read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
 from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
 from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.progress import Progress
@@ -70,7 +71,8 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
                      max_context=context, trained_context=arch.trained_context,
                      eos_token_ids=eos_ids(directory, config, tokenizer, specials),
                      bos_token_id=tokenizer.token_to_id(bos) if bos else int_or_none(config.get("bos_token_id")),
-                     dtype=model_config.dtype, device=str(device))
+                     dtype=model_config.dtype, device=str(device),
+                     sampling_defaults=valid_defaults(generation_sampling(directory)))
     runtime = family.runtime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
                              specials, engine_config.block_size, engine_config.kv_pool_tokens,
                              engine_config.deterministic)

@@ -22,15 +22,25 @@ def user(text="hi"):
     return {"role": "user", "content": text}
 
 
-def test_system_blocks_billing_header_and_system_messages_fold_into_one_system_turn():
+def test_system_blocks_billing_header_and_leading_system_messages_fold_into_one_system_turn():
     body = {"system": [{"type": "text", "text": BILLING}, {"type": "text", "text": "Be brief.",
                                                            "cache_control": {"type": "ephemeral"}}],
-            "messages": [user(), {"role": "system", "content": "Reminder."}, {"role": "user", "content": "again"}]}
+            "messages": [{"role": "system", "content": "Also polite."}, user(), {"role": "user", "content": "again"}]}
     request = convert(body)
-    assert request.messages[0].role == "system"
-    assert request.messages[0].content == "Be brief.\n\nReminder."
     assert [m.role for m in request.messages] == ["system", "user"]
+    assert request.messages[0].content == "Be brief.\n\nAlso polite."
     assert request.messages[1].content == "hi\n\nagain"
+
+
+def test_a_mid_conversation_system_message_stays_in_place():
+    """Claude Code's reminders: folding them into the leading system turn would change the prompt
+    ahead of the tools, so every turn after one would miss the prefix cache."""
+    body = {"system": "Be brief.",
+            "messages": [user(), {"role": "assistant", "content": "Hello."},
+                         {"role": "system", "content": [{"type": "text", "text": "Reminder."}]}, user("again")]}
+    request = convert(body)
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "Be brief."), ("user", "hi"), ("assistant", "Hello."), ("system", "Reminder."), ("user", "again")]
 
 
 def test_billing_modes_keep_prefix_constant():

@@ -2,8 +2,9 @@
 
 On the defaults, exactly as the README's "Use with Claude Code / Codex" runs it: full mode (not
 ``--bare``), no ``--model`` (Claude Code asks for its own default model name, which is served), the
-embedded model at its default 32,768-token context. Only the output is capped, on both sides, so
-the file stays within a few minutes: the first full-mode request is a cold prefill of ~20K tokens
+embedded model at its default 32,768-token context. Only the output is capped, on both sides, and
+the server's default temperature lowered (see SERVER_TEMPERATURE), so the file stays within a few
+minutes: the first full-mode request is a cold prefill of ~20K tokens
 (2-3 minutes on 2 cores), its second turn is served from the prefix cache.
 
 The client is installed once into the repository's ignored ``.cache/claude-code`` folder and
@@ -30,8 +31,10 @@ CLAUDE_CODE_VERSION = "2.1.197"
 CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "claude-code"
 SMOLLM2_CONTEXT = 8192  # SmolLM2-135M's trained context: the overflow test serves only that much
 MAX_OUTPUT_TOKENS = 64
-# Claude Code sends no temperature, so SmolLM2 samples at 1.0 and sometimes rambles past the output
-# limit on every continuation; only that outcome is retried.
+# Claude Code sends no temperature: at 1.0 SmolLM2 rambles past the output limit on most turns, so
+# the server's default for requests without one is lowered ([sampling] temperature, as a user of a
+# small model would). It still samples, so a ramble is retried (from cache: seconds).
+SERVER_TEMPERATURE = 0.3
 RAMBLED = f"exceeded the {MAX_OUTPUT_TOKENS} output token maximum"
 
 
@@ -58,7 +61,8 @@ def claude_bin() -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"engine": {"default_max_tokens": MAX_OUTPUT_TOKENS}}  # everything else on the defaults
+    settings = {"engine": {"default_max_tokens": MAX_OUTPUT_TOKENS},  # everything else on the defaults
+                "sampling": {"temperature": SERVER_TEMPERATURE}}
     with ServerProcess(tmp_path_factory.mktemp("claude_code"), settings=settings) as proc:
         yield proc
 
@@ -81,6 +85,7 @@ def run_claude(claude_bin: Path, server, workdir: Path, prompt: str, *args: str)
 def run_until_answered(claude_bin, server, workdir: Path, prompt: str, *args: str) -> tuple[int, dict]:
     for _ in range(6):  # a retry is served from cache: seconds
         code, output = run_claude(claude_bin, server, workdir, prompt, *args)
+        print(f"claude -p {prompt!r} {' '.join(args)}: exit {code}, result {str(output.get('result'))[:200]!r}")
         if RAMBLED not in str(output.get("result")):
             break
     return code, output
