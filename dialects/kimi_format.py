@@ -9,13 +9,14 @@ are Kimi, an AI assistant created by Moonshot AI.<|im_end|>'``) + per message
 (assistant) or ``<|im_system|>`` (system, tool); TEXT of an assistant turn is the dialect's body, of
 a tool result ``'## Return of ' + ID + '\\n' + result`` (ID as the call was rendered).
 
-Not verified against a copy of the official template (none could be read here): the layout is
-the Kimi-K2-Instruct / K2-Thinking template as recalled.
+The layout of Kimi's published template in its compact-JSON version (see the dialect's docstring);
+a checkpoint that ships a template is rendered by that template instead (the default).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from kvgate.core.types import ChatRequest, Message, Tool
 from kvgate.dialects._args import openai_tool
@@ -27,9 +28,32 @@ MARKERS = {"user": "<|im_user|>", "assistant": "<|im_assistant|>", "system": "<|
 GENERATION = "<|im_assistant|>assistant<|im_middle|>"
 
 
+def tool_list(tools: list[Tool]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": openai_tool(t)} for t in tools]
+
+
 def tool_declare(tools: list[Tool]) -> str:
-    listed = [{"type": "function", "function": openai_tool(t)} for t in tools]
-    return json.dumps(listed, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(tool_list(tools), ensure_ascii=False, separators=(",", ":"))
+
+
+def bodies(dialect: KimiK2, messages: list[Message]) -> list[tuple[Message, str, str]]:
+    """(message, its text, the ID its tool result answers) for every message: an assistant turn's
+    text is the dialect's body (calls included), a tool result's is its content."""
+    last_plain = max((i for i, m in enumerate(messages) if m.role == "assistant" and not m.tool_calls), default=-1)
+    ids: dict[str, str] = {}
+    count = 0
+    out = []
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            for offset, call in enumerate(message.tool_calls):
+                ids[call.id] = dialect.call_id_text(call, count + offset)
+            out.append((message, dialect.assistant_body(message, count, keep_reasoning=index > last_plain), ""))
+            count += len(message.tool_calls)
+        elif message.role == "tool":
+            out.append((message, message.content, ids.get(message.tool_call_id or "", message.tool_call_id or "")))
+        else:
+            out.append((message, message.content, ""))
+    return out
 
 
 def turns(dialect: KimiK2, messages: list[Message], tools: list[Tool]) -> list[tuple[str, str, str]]:
@@ -37,21 +61,23 @@ def turns(dialect: KimiK2, messages: list[Message], tools: list[Tool]) -> list[t
     out = [("system", "tool_declare", tool_declare(tools))] if tools else []
     if not messages or messages[0].role != "system":
         out.append(("system", "system", DEFAULT_SYSTEM))
-    last_plain = max((i for i, m in enumerate(messages) if m.role == "assistant" and not m.tool_calls), default=-1)
-    ids: dict[str, str] = {}
-    count = 0
-    for index, message in enumerate(messages):
-        if message.role == "assistant":
-            for offset, call in enumerate(message.tool_calls):
-                ids[call.id] = dialect.call_id_text(call, count + offset)
-            text = dialect.assistant_body(message, count, keep_reasoning=index > last_plain)
-            count += len(message.tool_calls)
-        elif message.role == "tool":
-            written = ids.get(message.tool_call_id or "", message.tool_call_id or "")
-            text = "## Return of " + written + "\n" + message.content
-        else:
-            text = message.content
+    for message, text, answered in bodies(dialect, messages):
+        if message.role == "tool":
+            text = "## Return of " + answered + "\n" + text
         out.append((message.role, message.role, text))
+    return out
+
+
+def template_messages(dialect: KimiK2, messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages as Kimi's own chat template reads them: it declares the tools (from its
+    ``tools`` variable), adds the default system turn and writes ``## Return of`` + ``tool_call_id``
+    itself; an assistant turn's calls are already in its content, as the template would write them."""
+    out: list[dict[str, Any]] = []
+    for message, text, answered in bodies(dialect, messages):
+        turn: dict[str, Any] = {"role": message.role, "content": text}
+        if message.role == "tool":
+            turn["tool_call_id"] = answered
+        out.append(turn)
     return out
 
 

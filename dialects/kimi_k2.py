@@ -10,12 +10,16 @@ Wire format (byte-exact; every ``<|…|>`` marker is a special token in Kimi's v
   the client's id when it already has that shape, else derived from the call's position (tool
   results name the same ID). THINK (thinking only) is ``'<think>' + reasoning + '</think>'`` for
   turns after the last assistant turn without calls, ``'<think></think>'`` before it.
-* Tool definitions, turns and tool results belong to the whole prompt: :mod:`kvgate.dialects.kimi_format`
-  (chat format ``kimi_k2``).
+* Tool definitions, turns and tool results belong to the whole prompt. On the defaults the
+  checkpoint's own Jinja template writes them: it gets the tools as its ``tools`` variable
+  (``template_tools``), each tool result's ID as ``tool_call_id`` and each assistant turn's body
+  as content (see ``kimi_format.template_messages``). Without a template, chat format ``kimi_k2``
+  (:mod:`kvgate.dialects.kimi_format`) writes the same layout itself.
 
-Template source: the Kimi-K2-Instruct / K2-Thinking chat templates as recalled; no copy of them
-could be read here (no package ships them), so these bytes are not verified against the official
-template. The call syntax itself is the one the issue and the peers' parsers state.
+Template source: checked against a published copy of the Kimi K2 chat template (role markers,
+``tool_declare`` turn, default system turn, ``## Return of`` + ID, the call syntax). Published
+versions differ in the tool declaration (a ``# Tools`` heading and ``tojson`` spacing in one,
+compact JSON in the other); the template path renders whichever the checkpoint ships.
 
 Parsing: text before ``<|tool_calls_section_begin|>`` is content, ``<think>``/``</think>`` delimit
 reasoning, ``<|im_end|>`` is swallowed; the call's name is ID without ``functions.`` and ``:IDX``.
@@ -114,12 +118,18 @@ class KimiK2(Dialect):
             think = "<think>" + ((message.reasoning or "") if keep_reasoning else "") + "</think>"
         return think + message.content + self.render_calls(message.tool_calls, first_index)
 
+    def template_tools(self, tools: list[Tool]) -> list[dict[str, Any]]:
+        from kvgate.dialects.kimi_format import tool_list
+
+        return tool_list(tools)
+
     def render_messages(self, messages: list[Message], tools: list[Tool], tool_choice: ToolChoice,
                         *, thinking: Optional[bool] = None) -> list[dict[str, Any]]:
-        """Per-turn text of the chat format as role/content dicts (see kimi_format)."""
-        from kvgate.dialects.kimi_format import turns
+        """The messages for the model's own Jinja template (see ``kimi_format.template_messages``;
+        the tools reach it through ``template_tools``)."""
+        from kvgate.dialects.kimi_format import template_messages
 
-        return [{"role": role, "content": text} for role, _, text in turns(self, messages, tools)]
+        return template_messages(self, messages)
 
     # ---- parsing and fences
 

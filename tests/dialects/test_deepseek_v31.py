@@ -46,6 +46,27 @@ def test_answers_after_results_and_generation_prompts():
     assert "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments" in tools
 
 
+def test_tool_section_as_published_renderings_write_it():
+    """The V3.1 model card's tool section, byte for byte as two published renderings of a V3.1
+    prompt with tools write it (a blank line after ``Where:``, a newline before ``<｜User｜>``)."""
+    from kvgate.core.types import Tool
+
+    tool = Tool("run_python", "Run Python 3", {"type": "object", "properties": {"code": {"type": "string"}},
+                                               "required": ["code"]})
+    prompt = format_factory("v31")().render(ChatRequest("m", [Message("system", "Be exact."),
+                                                              Message("user", "Sum 1..10")], tools=[tool]))
+    assert prompt == (
+        BOS + "Be exact.\n\n## Tools\nYou have access to the following tools:\n\n### run_python\n"
+        'Description: Run Python 3\n\nParameters: {"type": "object", "properties": {"code": {"type": "string"}}, '
+        '"required": ["code"]}\n\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n'
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>"
+        "{{additional_tool_calls}}<｜tool▁calls▁end｜>\n\nWhere:\n\n"
+        "- `tool_call_name` must be an exact match to one of the available tools\n"
+        "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n"
+        "- For multiple tool calls, chain them directly without separators or spaces\n"
+        "<｜User｜>Sum 1..10<｜Assistant｜></think>")
+
+
 @pytest.mark.parametrize("variant", ["v31", "r1"])
 def test_reasoning_before_calls(variant):
     dialect = DeepseekV31(variant)

@@ -1,5 +1,5 @@
-"""Kimi K2: prompt layout (not verified against an official copy; see the module docstring), call
-ids counted over the conversation, render -> parse -> render identity, every split."""
+"""Kimi K2: prompt layout (the whole-prompt format and the model's own template), call ids counted
+over the conversation, render -> parse -> render identity, every split."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -46,6 +46,33 @@ def test_instruct_one_call_and_later_turns():
     assert "<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>" + ROME in prompt
     thinking = format_factory(None, KimiK2("thinking")).render(ChatRequest("m", one[:5] + [HISTORY[1]]))
     assert thinking.count("<think></think>") == 2 and "<think>two calls</think>" in thinking
+
+
+# A template of our own in the layout of Kimi's published ones: it declares the tools itself (with
+# tojson's separators argument), adds the default system turn and writes "## Return of" + the id.
+KIMI_STYLE_TEMPLATE = (
+    "{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson(separators=(',', ':')) }}<|im_end|>"
+    "{%- endif -%}{%- for m in messages -%}"
+    "{%- if loop.first and messages[0]['role'] != 'system' -%}<|im_system|>system<|im_middle|>"
+    "You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>{%- endif -%}"
+    "{%- if m['role'] == 'user' -%}<|im_user|>user<|im_middle|>{%- elif m['role'] == 'assistant' -%}"
+    "<|im_assistant|>assistant<|im_middle|>{%- else -%}<|im_system|>{{ m['role'] }}<|im_middle|>{%- endif -%}"
+    "{%- if m['role'] == 'tool' -%}## Return of {{ m.tool_call_id }}\n{{ m['content'] }}"
+    "{%- else -%}{{ m['content'] }}{%- endif -%}<|im_end|>{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}")
+
+
+def test_the_models_own_template_declares_the_tools_and_writes_the_results():
+    """Served on the defaults, a Kimi checkpoint's own template renders the prompt: it must get the
+    tools as its ``tools`` variable and the results' ids, and write each thing exactly once."""
+    from kvgate.core.chat_format import JinjaChatFormat
+
+    request = ChatRequest("m", HISTORY, tools=[TOOL])
+    prompt = JinjaChatFormat(KIMI_STYLE_TEMPLATE, KimiK2("thinking"), {}).render(request)
+    assert prompt == GOLDEN_THINKING
+    assert prompt.count("tool_declare") == 1 and prompt.count("## Return of") == 2
+    no_tools = JinjaChatFormat(KIMI_STYLE_TEMPLATE, KimiK2("thinking"), {}).render(ChatRequest("m", HISTORY))
+    assert "tool_declare" not in no_tools and no_tools == GOLDEN_THINKING[GOLDEN_THINKING.index(S + "system"):]
 
 
 def test_call_names():
