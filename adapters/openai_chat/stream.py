@@ -15,6 +15,7 @@ Sequence (every chunk repeats the same ``id``, ``object``, ``created`` and ``mod
 
 ``role`` is sent once; a tool call's ``id``/``type``/``name`` only in its first fragment. If a
 ``ToolCallEnd`` carries more argument text than was streamed, the rest is sent before finishing.
+Errors after the headers are ``data: {"error": {...}}`` followed by ``[DONE]``.
 
 ``logprobs`` is null on every chunk unless the request asked for them; then each ``content`` chunk
 carries ``{"content": [token, ...], "refusal": null}`` (shape as in :mod:`.completion`): the tokens
@@ -22,8 +23,8 @@ whose first character of content is in that delta. Content is text after the det
 stop strings and the tool-call parser, so a token comes out with the delta that releases its text
 (a token held back as a possible tag comes with a later chunk), a token split between content and
 a tag comes once, with its content, and tokens of reasoning, tool calls and stop strings have
-none: concatenated, the chunks' tokens are the non-streaming ``logprobs.content``.
-Errors after the headers are ``data: {"error": {...}}`` followed by ``[DONE]``.
+none (OpenAI's rule: message content only; vLLM reports every token). Concatenated, the
+chunks' tokens are the non-streaming ``logprobs.content``.
 """
 
 from __future__ import annotations

@@ -84,13 +84,15 @@ def token_logprobs(logits: torch.Tensor, token: int, top: int) -> TokenLogprobs:
     """Raw log-probabilities: ``log_softmax`` in fp32 of the model's logits for this position, as
     the forward returned them, before penalties, the fence's mask, temperature and top-k/p/min-p
     (OpenAI's and vLLM's default). They describe the model, not the sampler: a token the fence
-    forced or the sampler filtered still shows the probability the model gave it."""
+    forced or the sampler filtered still shows the probability the model gave it. Equal values
+    (frequent in bf16) are ordered by token id, as ``argmax`` breaks ties: under greedy decoding
+    with no penalty and no fence the first of ``top`` is the chosen token."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     chosen = float(logprobs[token])
     if top <= 0:
         return TokenLogprobs(chosen)
     values, ids = torch.topk(logprobs, min(top, logprobs.numel()))
-    return TokenLogprobs(chosen, list(zip(ids.tolist(), values.tolist())))
+    return TokenLogprobs(chosen, sorted(zip(ids.tolist(), values.tolist()), key=lambda pair: (-pair[1], pair[0])))
 
 
 def logprobs_for(params: SamplingParams, logits: torch.Tensor, token: int) -> Optional[TokenLogprobs]:

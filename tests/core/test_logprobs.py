@@ -33,6 +33,12 @@ def test_token_logprobs_are_the_fp32_log_softmax_of_the_row():
     assert likely.top[2] == (int(order[2]), likely.logprob)
 
 
+def test_equal_logprobs_are_ordered_as_argmax_breaks_ties():
+    logits = torch.tensor([1.0, 3.0, 0.5, 3.0, 3.0, 2.0] * 50)
+    got = token_logprobs(logits, int(torch.argmax(logits)), 4)
+    assert [i for i, _ in got.top] == [1, 3, 4, 7] and got.top[0] == (1, got.logprob)
+
+
 def test_logprobs_cost_nothing_unless_asked_for():
     logits = torch.randn(50)
     assert logprobs_for(SamplingParams(), logits, 0) is None
