@@ -46,7 +46,8 @@ class StreamParser(abc.ABC):
         """Consume the next piece of model output; return the events it decides.
 
         Emits TextDelta, ReasoningDelta, ToolCallStart, ToolCallArgsDelta, ToolCallEnd and
-        ParseIssue events, in order.
+        ParseIssue events, in order. A TextDelta should say where its text starts (``at``, in
+        characters of all text fed so far): that is how logprobs find the tokens of answer text.
         """
 
     @abc.abstractmethod

@@ -1,7 +1,8 @@
 """The one internal pipeline every protocol reaches: canonical request -> canonical events.
 
 render (chat format + dialect) -> tokenize -> engine (cache, prefill, batched decode, fence)
--> detokenize -> stop strings -> dialect parser -> events.
+-> detokenize -> stop strings -> dialect parser -> events (answer text carries its tokens'
+logprobs when asked for: :mod:`kvgate.core.content_logprobs`).
 
 The prompt is rendered and tokenized on a worker thread (:meth:`Pipeline.prompt_tokens`), so a
 large prompt never holds up the event loop; a rendered prompt with more characters than the
@@ -11,6 +12,7 @@ context could hold at ``longest_token_chars`` per token is refused before it is 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 import uuid
@@ -20,8 +22,9 @@ import anyio
 import attrs
 
 from kvgate.core.config import Config
+from kvgate.core.content_logprobs import ContentLogprobs, TokenPieces
 from kvgate.core.detokenizer import IncrementalDetokenizer
-from kvgate.core.engine.sampling import make_generator
+from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
@@ -33,7 +36,8 @@ from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
 from kvgate.core.tenants import NamespaceOwners, scoped_namespace
 from kvgate.core.tool_names import ToolNameCheck
 from kvgate.core.types import (
-    ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, ToolCallStart, Usage,
+    ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallStart,
+    Usage,
 )
 
 HEARTBEAT_SECONDS = 5.0
@@ -62,6 +66,11 @@ class Pipeline:
     @property
     def model_info(self):
         return self.runtime.info
+
+    @functools.cached_property
+    def token_pieces(self) -> TokenPieces:
+        """Token texts and bytes for logprobs (built at the first request that asks for them)."""
+        return TokenPieces(self.runtime.tokenizer)
 
     # --- prompt ---------------------------------------------------------------------------------
     def render_prompt(self, request: ChatRequest) -> str:
@@ -214,6 +223,7 @@ class _Run:
         self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name), **options)
         self.detok = IncrementalDetokenizer(pipeline.runtime.tokenizer)
         self.stops = StopStringScanner(request.sampling.stop)
+        self.logprobs = ContentLogprobs(pipeline.token_pieces) if request.sampling.logprobs else None
         self.usage = Usage(prompt_tokens=len(seq.prompt))
         self.issues: list[ParseIssue] = []
         self.tool_calls = 0
@@ -230,10 +240,10 @@ class _Run:
             self.usage.cached_tokens_ssd = message.cached_ssd
             return []
         if isinstance(message, TokenOut):
-            return self._token(message.token)
+            return self._token(message.token, message.logprobs)
         return self._done(message)
 
-    def _token(self, token: int) -> list[Event]:
+    def _token(self, token: int, logprobs: Optional[TokenLogprobs] = None) -> list[Event]:
         now = time.monotonic()
         metrics = self.pipeline.metrics
         if self.last_token_at is None:
@@ -246,7 +256,10 @@ class _Run:
         self.output.append(token)
         if self.stop_sequence is not None:
             return []
-        text, hit = self.stops.push(self.detok.push(token))
+        decided = self.detok.push(token)
+        if self.logprobs is not None and logprobs is not None:
+            self.logprobs.token(token, logprobs, decided)
+        text, hit = self.stops.push(decided)
         events = self._parse(self.parser.feed(text) if text else [])
         if hit is not None:
             self.stop_sequence = hit
@@ -261,6 +274,8 @@ class _Run:
                 self.tool_calls += 1
             elif isinstance(event, ParseIssue):
                 self.issues.append(event)
+            elif isinstance(event, TextDelta) and self.logprobs is not None:
+                self.logprobs.attach(event)
         return events
 
     def record(self, reason: str, interventions: int) -> None:
@@ -278,7 +293,10 @@ class _Run:
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []
         if self.stop_sequence is None:
-            tail = self.stops.flush(self.detok.flush().rstrip("\ufffd"))  # a character cut off by the limit
+            decided = self.detok.flush().rstrip("\ufffd")  # a character cut off by the limit
+            if self.logprobs is not None:
+                self.logprobs.text(decided)
+            tail = self.stops.flush(decided)
             if tail:
                 events += self._parse(self.parser.feed(tail))
         events += self._parse(self.parser.finish())

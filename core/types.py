@@ -85,6 +85,8 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    logprobs: bool = False  # report each content token's log-probability (TextDelta.logprobs)
+    top_logprobs: int = 0  # and this many most likely alternatives at each position (0-20)
     # the parameters the request left out: the pipeline fills them from the server's defaults
     unset: frozenset[str] = frozenset()
 
@@ -124,8 +126,26 @@ class ReasoningDelta:
 
 
 @attrs.define
+class TokenLogprob:
+    """One generated token as the model saw it: its text, its UTF-8 bytes (a token that is part of a
+    character holds that part's raw bytes), its log-probability, and the most likely tokens at its
+    position (``top_logprobs`` of those is always empty)."""
+
+    token: str
+    bytes: bytes
+    logprob: float
+    top_logprobs: list["TokenLogprob"] = attrs.field(factory=list)
+
+
+@attrs.define
 class TextDelta:
+    """Answer text. ``at`` is where it starts in the model's output text, when the parser knows (the
+    pipeline maps tokens to content with it); ``logprobs`` are the tokens whose first character of
+    content is in this delta (only when the request asked for logprobs)."""
+
     text: str
+    at: Optional[int] = attrs.field(default=None, eq=False)
+    logprobs: list[TokenLogprob] = attrs.field(factory=list, eq=False)
 
 
 @attrs.define

@@ -47,6 +47,8 @@ class StateParser(StreamParser):
 
     def __init__(self) -> None:
         self.buf = ""
+        self.fed = 0  # characters fed so far: ``buf`` starts at ``fed - len(buf)``
+        self.scanned_at = 0  # where the head of the last scan started
         self.final = False
         self.events: list[Event] = []
         self.state: Callable[[], bool] = self.start_state()
@@ -68,6 +70,7 @@ class StateParser(StreamParser):
 
     def feed(self, text: str) -> list[Event]:
         self.buf += text
+        self.fed += len(text)
         self._run()
         return self._take()
 
@@ -101,8 +104,9 @@ class StateParser(StreamParser):
         self.events.append(ParseIssue(message=message, raw=raw))
 
     def text(self, text: str) -> None:
+        """Emit the head of the last :meth:`scan` as answer text (with where it starts)."""
         if text:
-            self.events.append(TextDelta(text))
+            self.events.append(TextDelta(text, at=self.scanned_at))
 
     def reasoning(self, text: str) -> None:
         if text:
@@ -123,6 +127,7 @@ class StateParser(StreamParser):
         begin one and None. At the end of output everything is decided.
         """
         pos, literal = find_first(self.buf, literals)
+        self.scanned_at = self.fed - len(self.buf)
         if literal is not None:
             head = self.take(pos)
             self.take(len(literal))

@@ -1,4 +1,9 @@
-"""Canonical events -> the non-streaming ``chat.completion`` object."""
+"""Canonical events -> the non-streaming ``chat.completion`` object.
+
+With ``logprobs: true``, ``choices[0].logprobs`` is ``{"content": [{"token", "logprob", "bytes",
+"top_logprobs": [{"token", "logprob", "bytes"}, ...]}, ...], "refusal": null}``: every token whose
+text went to ``message.content``, in order (reasoning and tool-call tokens have none).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ import attrs
 
 from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.adapters.openai_chat.render import (
-    ResponseMeta, extension, finish_reason, log_issue, merge_issues, usage_object, wire_tool_name,
+    ResponseMeta, extension, finish_reason, log_issue, logprobs_object, merge_issues, usage_object, wire_tool_name,
 )
 from kvgate.core.types import (
-    Event, Finished, ParseIssue, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart,
+    Event, Finished, ParseIssue, ReasoningDelta, TextDelta, TokenLogprob, ToolCallArgsDelta, ToolCallEnd,
+    ToolCallStart,
 )
 
 
@@ -29,6 +35,7 @@ class Collected:
 
     meta: ResponseMeta
     text: list[str] = attrs.field(factory=list)
+    logprobs: list[TokenLogprob] = attrs.field(factory=list)
     reasoning: list[str] = attrs.field(factory=list)
     calls: dict[int, CollectedCall] = attrs.field(factory=dict)
     issues: list[ParseIssue] = attrs.field(factory=list)
@@ -37,6 +44,7 @@ class Collected:
     def add(self, event: Event) -> None:
         if isinstance(event, TextDelta):
             self.text.append(event.text)
+            self.logprobs.extend(event.logprobs)
         elif isinstance(event, ReasoningDelta):
             self.reasoning.append(event.text)
         elif isinstance(event, ToolCallStart):
@@ -74,7 +82,7 @@ def completion_object(collected: Collected) -> dict[str, Any]:
     return {
         "id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,
         "system_fingerprint": None,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs_object(meta, collected.logprobs),
                      "finish_reason": finish_reason(finished.reason, bool(calls), meta.named_tool_choice)}],
         "usage": usage_object(finished.usage),
         "kvgate": extension(finished, merge_issues(collected.issues, finished)),

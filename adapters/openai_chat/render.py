@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import attrs
 
-from kvgate.core.types import ChatRequest, Finished, ParseIssue, Usage
+from kvgate.core.types import ChatRequest, Finished, ParseIssue, TokenLogprob, Usage
 
 log = logging.getLogger("kvgate.adapters.openai_chat")
 
@@ -33,13 +33,14 @@ class ResponseMeta:
     model: str
     named_tool_choice: bool = False
     include_usage: bool = False
+    logprobs: bool = False  # the request asked for them
 
 
 def new_meta(model: str, request: ChatRequest, include_usage: bool = False) -> ResponseMeta:
     # allowed_tools narrowed to one tool is a named choice internally, but not one the client named
     named = request.tool_choice.mode == "named" and not request.extra.get("allowed_tools")
     return ResponseMeta(id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=model,
-                        named_tool_choice=named, include_usage=include_usage)
+                        named_tool_choice=named, include_usage=include_usage, logprobs=request.sampling.logprobs)
 
 
 def finish_reason(reason: str, made_tool_calls: bool, named_tool_choice: bool) -> str:
@@ -66,6 +67,20 @@ def usage_object(usage: Usage) -> dict[str, Any]:
         "kvgate": {"cached_tokens_device": usage.cached_tokens_device,
                    "cached_tokens_ssd": usage.cached_tokens_ssd},
     }
+
+
+def logprobs_object(meta: ResponseMeta, tokens: list[TokenLogprob]) -> Optional[dict[str, Any]]:
+    """A choice's ``logprobs``: null unless asked for, else the content tokens (``refusal`` is
+    always null: nothing here refuses)."""
+    if not meta.logprobs:
+        return None
+    return {"content": [token_object(token) for token in tokens], "refusal": None}
+
+
+def token_object(token: TokenLogprob) -> dict[str, Any]:
+    return {"token": token.token, "logprob": token.logprob, "bytes": list(token.bytes),
+            "top_logprobs": [{"token": top.token, "logprob": top.logprob, "bytes": list(top.bytes)}
+                             for top in token.top_logprobs]}
 
 
 def merge_issues(streamed: list[ParseIssue], finished: Finished) -> list[ParseIssue]:

@@ -3,8 +3,8 @@
 Unknown fields are ignored; null counts as absent. Decisions beyond the wire spec:
 
 * ``n`` other than 1 is a 400 (one choice per request).
-* ``logprobs: true`` or ``top_logprobs > 0`` is a 400: this server returns no log-probabilities, and
-  silently answering ``logprobs: null`` would mislead a client that asked for them.
+* ``logprobs: true`` returns the log-probability of each content token; ``top_logprobs`` (0-20)
+  adds that many alternatives per token and needs ``logprobs: true`` when above 0 (else a 400).
 * ``max_completion_tokens`` wins over ``max_tokens``; with neither the model may run to the end of
   the context.
 * Reasoning: ``chat_template_kwargs.enable_thinking`` (bool) wins; else ``reasoning_effort`` (``none``
@@ -47,8 +47,6 @@ def to_chat_request(body: dict, model: str, has_vision: bool, headers: Optional[
 def reject_unsupported(body: dict) -> None:
     if integer(body, "n", low=1, default=1) != 1:
         raise InvalidRequest("Only n=1 is supported: this server returns one choice per request.", param="n")
-    if typed(body, "logprobs", bool, "", default=False) or integer(body, "top_logprobs", low=0, default=0):
-        raise InvalidRequest("logprobs are not supported by this server.", param="logprobs")
     typed(body, "stream", bool, "")
     options = typed(body, "stream_options", dict, "")
     if options is not None:
@@ -60,6 +58,10 @@ def sampling(body: dict) -> SamplingParams:
     if max_tokens is None:
         max_tokens = integer(body, "max_tokens", low=1)
     top_k = integer(body, "top_k", low=-1, default=0)
+    logprobs = typed(body, "logprobs", bool, "", default=False)
+    top_logprobs = integer(body, "top_logprobs", low=0, high=20, default=0)
+    if top_logprobs and not logprobs:
+        raise InvalidRequest("top_logprobs needs logprobs: true.", param="top_logprobs")
     return SamplingParams(
         temperature=number(body, "temperature", low=0, high=2, default=1.0),
         top_p=number(body, "top_p", low=0, high=1, default=1.0),
@@ -71,7 +73,8 @@ def sampling(body: dict) -> SamplingParams:
         stop=stop_sequences(body.get("stop")),
         presence_penalty=number(body, "presence_penalty", low=-2, high=2, default=0.0),
         frequency_penalty=number(body, "frequency_penalty", low=-2, high=2, default=0.0),
-        repetition_penalty=number(body, "repetition_penalty", low=0.01, default=1.0))
+        repetition_penalty=number(body, "repetition_penalty", low=0.01, default=1.0),
+        logprobs=logprobs, top_logprobs=top_logprobs)
 
 
 def stop_sequences(raw: Any) -> list[str]:

@@ -16,6 +16,15 @@ Sequence (every chunk repeats the same ``id``, ``object``, ``created`` and ``mod
 ``role`` is sent once; a tool call's ``id``/``type``/``name`` only in its first fragment. If a
 ``ToolCallEnd`` carries more argument text than was streamed, the rest is sent before finishing.
 Errors after the headers are ``data: {"error": {...}}`` followed by ``[DONE]``.
+
+``logprobs`` is null on every chunk unless the request asked for them; then each ``content`` chunk
+carries ``{"content": [token, ...], "refusal": null}`` (shape as in :mod:`.completion`): the tokens
+whose first character of content is in that delta. Content is text after the detokenizer, the
+stop strings and the tool-call parser, so a token comes out with the delta that releases its text
+(a token held back as a possible tag comes with a later chunk), a token split between content and
+a tag comes once, with its content, and tokens of reasoning, tool calls and stop strings have
+none (OpenAI's rule: message content only; vLLM reports every token). Concatenated, the
+chunks' tokens are the non-streaming ``logprobs.content``.
 """
 
 from __future__ import annotations
@@ -24,8 +33,8 @@ from typing import Any
 
 from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.adapters.openai_chat.render import (
-    ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, merge_issues,
-    usage_object, wire_tool_name,
+    ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, logprobs_object,
+    merge_issues, usage_object, wire_tool_name,
 )
 from kvgate.core.errors import KvgateError
 from kvgate.core.http import openai_error_body, sse_event
@@ -47,17 +56,19 @@ class ChunkRenderer:
         self.streamed_args: dict[int, str] = {}
         self.issues: list[ParseIssue] = []
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def chunk(self, delta: dict[str, Any], finish: str | None = None,
+              logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         return {"id": self.meta.id, "object": "chat.completion.chunk", "created": self.meta.created,
                 "model": self.meta.model, "system_fingerprint": None,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
 
     def render(self, event: Event) -> list[bytes]:
         if isinstance(event, Heartbeat):
             return [KEEP_ALIVE]
         frames = self._role_frame() if not self.role_sent else []
         if isinstance(event, TextDelta) and event.text:
-            frames.append(sse_event(self.chunk({"content": event.text})))
+            logprobs = logprobs_object(self.meta, event.logprobs)
+            frames.append(sse_event(self.chunk({"content": event.text}, logprobs=logprobs)))
         elif isinstance(event, ReasoningDelta) and event.text:
             frames.append(sse_event(self.chunk({"reasoning_content": event.text})))
         elif isinstance(event, (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)):

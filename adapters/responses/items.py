@@ -2,6 +2,7 @@
 
 message:       output_item.added, content_part.added{output_text}, output_text.delta...,
                output_text.done, content_part.done, output_item.done
+               (each delta's ``logprobs`` are its tokens'; the done events carry them all)
 reasoning:     output_item.added, content_part.added{reasoning_text}, reasoning_text.delta...,
                reasoning_text.done, content_part.done, output_item.done
 function_call: output_item.added, function_call_arguments.delta..., function_call_arguments.done,
@@ -16,6 +17,7 @@ import attrs
 
 from kvgate.adapters.responses import objects
 from kvgate.adapters.responses.input_items import encode_reasoning
+from kvgate.core.types import TokenLogprob
 
 
 @attrs.define
@@ -27,12 +29,13 @@ class OpenItem:
     call_id: str = ""
     name: str = ""
     namespace: Optional[str] = None
+    logprobs: list[dict[str, Any]] = attrs.field(factory=list)  # a message's, as on the wire
 
 
 def item_object(item: OpenItem, status: str, final: bool, encrypted_reasoning: bool = False) -> dict[str, Any]:
     """The item as ``output_item.added`` (``final=False``) or ``output_item.done`` shows it."""
     if item.kind == "message":
-        return objects.message_item(item.id, item.text if final else None, status)
+        return objects.message_item(item.id, item.text if final else None, status, item.logprobs)
     if item.kind == "reasoning":
         encrypted = encode_reasoning(item.text) if final and encrypted_reasoning else None
         return objects.reasoning_item(item.id, item.text if final else None, status, encrypted)
@@ -42,7 +45,7 @@ def item_object(item: OpenItem, status: str, final: bool, encrypted_reasoning: b
 
 def _part(item: OpenItem, text: str) -> dict[str, Any]:
     if item.kind == "message":
-        return objects.output_text_part(text)
+        return objects.output_text_part(text, item.logprobs)
     return {"type": "reasoning_text", "text": text}
 
 
@@ -61,10 +64,12 @@ def open_events(item: OpenItem) -> list[dict[str, Any]]:
     return events
 
 
-def delta_event(item: OpenItem, text: str) -> dict[str, Any]:
+def delta_event(item: OpenItem, text: str, logprobs: Optional[list[TokenLogprob]] = None) -> dict[str, Any]:
     item.text += text
     if item.kind == "message":
-        return {"type": "response.output_text.delta", **_where(item), "delta": text, "logprobs": []}
+        wire = objects.logprob_objects(logprobs or [])
+        item.logprobs += wire
+        return {"type": "response.output_text.delta", **_where(item), "delta": text, "logprobs": wire}
     if item.kind == "reasoning":
         return {"type": "response.reasoning_text.delta", **_where(item), "delta": text}
     return {"type": "response.function_call_arguments.delta", **_where(item), "delta": text}
@@ -76,7 +81,7 @@ def close_events(item: OpenItem, status: str, encrypted_reasoning: bool) -> list
     if item.kind == "function_call":
         return [{"type": "response.function_call_arguments.done", **_where(item), "name": item.name,
                  "arguments": item.text}, done]
-    text_done = {"type": "response.output_text.done", **_where(item), "text": item.text, "logprobs": []}
+    text_done = {"type": "response.output_text.done", **_where(item), "text": item.text, "logprobs": item.logprobs}
     if item.kind == "reasoning":
         text_done = {"type": "response.reasoning_text.done", **_where(item), "text": item.text}
     return [text_done, {"type": "response.content_part.done", **_where(item), "part": _part(item, item.text)}, done]

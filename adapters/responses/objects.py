@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Any, Optional
 
-from kvgate.core.types import Usage
+from kvgate.core.types import TokenLogprob, Usage
 
 
 def new_id(prefix: str) -> str:
@@ -44,20 +44,30 @@ def response_envelope(response_id: str, body: dict[str, Any], created_at: Option
         "store": body.get("store") is not False, "temperature": body.get("temperature"), "text": text,
         "tool_choice": body.get("tool_choice") or "auto",
         "tools": body.get("tools") if isinstance(body.get("tools"), list) else [],
-        "top_p": body.get("top_p"), "truncation": body.get("truncation") or "disabled",
+        "top_p": body.get("top_p"), "top_logprobs": body.get("top_logprobs"),
+        "truncation": body.get("truncation") or "disabled",
         "usage": None, "user": body.get("user"),
         "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
     }
 
 
-def message_item(item_id: str, text: Optional[str], status: str) -> dict[str, Any]:
+def message_item(item_id: str, text: Optional[str], status: str,
+                 logprobs: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """A message item; ``text=None`` gives the empty shell sent in ``output_item.added``."""
-    content = [] if text is None else [output_text_part(text)]
+    content = [] if text is None else [output_text_part(text, logprobs)]
     return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
 
 
-def output_text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text_part(text: str, logprobs: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """``logprobs`` (empty unless asked for): ``[{"token", "logprob", "bytes", "top_logprobs":
+    [{"token", "logprob", "bytes"}, ...]}, ...]``, one per token of ``text``."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
+
+
+def logprob_objects(tokens: list[TokenLogprob]) -> list[dict[str, Any]]:
+    return [{"token": token.token, "logprob": token.logprob, "bytes": list(token.bytes),
+             "top_logprobs": [{"token": top.token, "logprob": top.logprob, "bytes": list(top.bytes)}
+                              for top in token.top_logprobs]} for token in tokens]
 
 
 def reasoning_item(item_id: str, text: Optional[str], status: str,

@@ -79,7 +79,7 @@ class StreamRenderer:
             kind = "message" if isinstance(event, TextDelta) else "reasoning"
             if self.current is None or self.current.kind != kind:
                 events += self._open(OpenItem(kind=kind, id=objects.new_id("msg" if kind == "message" else "rs")))
-            events.append(delta_event(self.current, event.text))
+            events.append(delta_event(self.current, event.text, event.logprobs if kind == "message" else None))
         elif isinstance(event, ToolCallStart):
             item = OpenItem(kind="function_call", id=objects.new_id("fc"), call_id=f"call_{event.id}",
                             name=event.name, namespace=event.namespace)

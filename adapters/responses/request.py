@@ -2,7 +2,8 @@
 
 ``instructions`` become a leading system message and are never inherited through
 ``previous_response_id``; the prior conversation (stored messages) comes first, then ``input``.
-Unknown fields are ignored; wrong types get a 400 naming the field.
+Unknown fields are ignored; wrong types get a 400 naming the field. Logprobs are computed when
+``include`` holds ``"message.output_text.logprobs"``, with ``top_logprobs`` (0-20) alternatives.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingPara
 from kvgate.core.sampling_defaults import unset_names
 from kvgate.adapters.responses.input_items import convert_input
 from kvgate.adapters.responses.tools import convert_tool_choice, convert_tools
+
+LOGPROBS = "message.output_text.logprobs"
 
 
 @attrs.define
@@ -88,6 +91,12 @@ def _sampling(body: dict) -> SamplingParams:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidRequest("max_output_tokens must be a positive integer.", param="max_output_tokens")
         sampling.max_tokens = limit
+    top = body.get("top_logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20:
+            raise InvalidRequest("top_logprobs must be an integer between 0 and 20.", param="top_logprobs")
+        sampling.top_logprobs = top
+    sampling.logprobs = LOGPROBS in (body.get("include") or [])
     return sampling
 
 

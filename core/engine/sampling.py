@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import attrs
 import torch
 
 from kvgate.core.types import SamplingParams
@@ -68,3 +69,32 @@ def sample(logits: torch.Tensor, params: SamplingParams, generated: Sequence[int
     if not torch.isfinite(probs).all() or float(probs.sum()) <= 0:
         return int(torch.argmax(logits))
     return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+
+
+@attrs.define
+class TokenLogprobs:
+    """A sampled token's log-probability and the ``top`` most likely (token id, log-probability)
+    pairs at its position, most likely first."""
+
+    logprob: float
+    top: list[tuple[int, float]] = attrs.field(factory=list)
+
+
+def token_logprobs(logits: torch.Tensor, token: int, top: int) -> TokenLogprobs:
+    """Raw log-probabilities: ``log_softmax`` in fp32 of the model's logits for this position, as
+    the forward returned them, before penalties, the fence's mask, temperature and top-k/p/min-p
+    (OpenAI's and vLLM's default). They describe the model, not the sampler: a token the fence
+    forced or the sampler filtered still shows the probability the model gave it. Equal values
+    (frequent in bf16) are ordered by token id, as ``argmax`` breaks ties: under greedy decoding
+    with no penalty and no fence the first of ``top`` is the chosen token."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    chosen = float(logprobs[token])
+    if top <= 0:
+        return TokenLogprobs(chosen)
+    values, ids = torch.topk(logprobs, min(top, logprobs.numel()))
+    return TokenLogprobs(chosen, sorted(zip(ids.tolist(), values.tolist()), key=lambda pair: (-pair[1], pair[0])))
+
+
+def logprobs_for(params: SamplingParams, logits: torch.Tensor, token: int) -> Optional[TokenLogprobs]:
+    """:func:`token_logprobs` when the request asked for logprobs, else None (and no work)."""
+    return token_logprobs(logits, token, params.top_logprobs) if params.logprobs else None

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import attrs
 import torch
 
+from kvgate.core.engine.sampling import TokenLogprobs
 from kvgate.core.runtime import Session
 from kvgate.core.types import SamplingParams
 
@@ -26,6 +27,7 @@ class Phase(enum.Enum):
 @attrs.define
 class TokenOut:
     token: int
+    logprobs: Optional[TokenLogprobs] = None  # when the request asked for them
 
 
 @attrs.define

@@ -8,7 +8,8 @@ all_logits=True)``): at each position the fenced logits are sampled exactly as a
 would, and the draft token is accepted only when it is the token sampled (for a deterministic
 draft this is exact speculative sampling; under greedy decoding the output is the one without
 speculation). The rejected tail is truncated from the session; only the accepted prefix advances
-the real fence (it takes the clone's state). Sequences without a draft go through the ordinary
+the real fence (it takes the clone's state). A chosen token's logprobs, when asked for, come from
+the verifying forward's row at its position. Sequences without a draft go through the ordinary
 batched step.
 
 :func:`speculative_decode_step` is a :data:`kvgate.core.engine.steps.DecodeStep`: the engine
@@ -23,7 +24,7 @@ from typing import Optional
 import numpy as np
 
 from kvgate.core.engine import steps
-from kvgate.core.engine.sampling import sample
+from kvgate.core.engine.sampling import TokenLogprobs, logprobs_for, sample
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.steps import StepHost
 from kvgate.core.errors import Overloaded
@@ -98,14 +99,16 @@ def verify(seq: Sequence, rows, draft: list[int], forced: int) -> tuple[list[int
     return chosen, work
 
 
-def emit(engine: StepHost, seq: Sequence, tokens: list[int]) -> None:
-    """Deliver chosen tokens in order, finishing the sequence exactly as an ordinary step would."""
+def emit(engine: StepHost, seq: Sequence, tokens: list[int],
+         logprobs: Optional[list[Optional[TokenLogprobs]]] = None) -> None:
+    """Deliver chosen tokens in order (each with its logprobs, when given), finishing the sequence
+    exactly as an ordinary step would."""
     for index, token in enumerate(tokens):
         if token in seq.stop_token_ids:
             engine.finish(seq, SequenceDone("stop"))
             return
         seq.output.append(token)
-        seq.deliver(TokenOut(token))
+        seq.deliver(TokenOut(token, logprobs[index] if logprobs else None))
         last = index == len(tokens) - 1  # the fence already holds the state after the last token
         if last and seq.fence is not None and seq.fence.must_stop:
             engine.finish(seq, SequenceDone("stop"))
@@ -128,7 +131,8 @@ def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) ->
     engine.runtime.truncate(session, base + len(chosen))  # last + accepted drafts; the newest is fed next
     if work is not None:
         seq.fence.take_state(work)
-    emit(engine, seq, chosen)
+    # the verifying forward's row at each position: what a plain step would have computed there
+    emit(engine, seq, chosen, [logprobs_for(seq.params, rows[i], token) for i, token in enumerate(chosen)])
 
 
 def speculative_decode_step(engine: StepHost, batch: list[Sequence], max_draft: Optional[int] = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol, TypeVar
 import torch
 
 from kvgate.core.config import EngineConfig
-from kvgate.core.engine.sampling import sample
+from kvgate.core.engine.sampling import logprobs_for, sample
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import Overloaded
 from kvgate.core.runtime import ModelRuntime, OutOfBlocks, PrefillInterrupted
@@ -109,7 +109,8 @@ def decode_step(engine: StepHost, batch: list[Sequence]) -> None:
 
 
 def choose_and_emit(engine: StepHost, seq: Sequence, logits: torch.Tensor) -> None:
-    """Fence, sample, deliver; finish the sequence on a stop token, the budget or a stop request."""
+    """Fence, sample, deliver (with the token's logprobs from ``logits``, when asked for); finish
+    the sequence on a stop token, the budget or a stop request."""
     if seq.cancelled or seq.stop_requested:
         engine.finish(seq, SequenceDone("cancelled" if seq.cancelled else "stop"))
         return
@@ -123,7 +124,7 @@ def choose_and_emit(engine: StepHost, seq: Sequence, logits: torch.Tensor) -> No
         engine.finish(seq, SequenceDone("stop"))
         return
     seq.output.append(token)
-    seq.deliver(TokenOut(token))
+    seq.deliver(TokenOut(token, logprobs_for(seq.params, logits, token)))  # the unfenced row
     if seq.fence is not None and seq.fence.must_stop:
         engine.finish(seq, SequenceDone("stop"))
     elif seq.budget_left() <= 0 or seq.computed + 1 >= engine.runtime.info.max_context:

@@ -22,7 +22,7 @@ VERIFIED_CACHE = 4096
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
+def byte_decoder() -> dict[str, int]:
     """GPT-2 byte-level alphabet: printable stand-in character -> byte."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
     chars, extra = list(printable), 0
@@ -34,7 +34,7 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars)}
 
 
-def _is_byte_level(tokenizer: Any) -> bool:
+def is_byte_level(tokenizer: Any) -> bool:
     try:
         decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
     except Exception:
@@ -59,7 +59,7 @@ class TokenizerInfo:
         # every added token (special or not) is matched as one unit before BPE: a grammar literal
         # holding its text is forced as that token, never spelled out in pieces
         self.unit_texts = {t.content: i for i, t in added.items() if t.content}
-        self.byte_level = _is_byte_level(tokenizer)
+        self.byte_level = is_byte_level(tokenizer)
         self.backends: dict[str, Any] = {}
         self.lock = threading.Lock()
         self._token_bytes: list[bytes] | None = None
@@ -80,7 +80,7 @@ class TokenizerInfo:
             if not self.byte_level and token_id not in self.special_ids:
                 return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
             return piece.encode("utf-8")
-        table = _byte_decoder()
+        table = byte_decoder()
         try:
             return bytes(table[ch] for ch in piece)
         except KeyError:  # an added plain-text token is stored as its text

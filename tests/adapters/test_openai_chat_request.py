@@ -62,6 +62,14 @@ def test_sampling_fields():
     assert convert({"messages": [USER]}).sampling.max_tokens is None
 
 
+def test_logprobs_fields():
+    s = convert({"messages": [USER], "logprobs": True, "top_logprobs": 20}).sampling
+    assert (s.logprobs, s.top_logprobs) == (True, 20)
+    s = convert({"messages": [USER], "logprobs": False, "top_logprobs": 0}).sampling
+    assert (s.logprobs, s.top_logprobs) == (False, 0)
+    assert convert({"messages": [USER], "logprobs": None, "top_logprobs": None}).sampling.logprobs is False
+
+
 def test_tools_and_tool_choice():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": True}},
              {"type": "function", "function": {"name": "g", "description": "gee"}}]
@@ -132,7 +140,10 @@ def test_unknown_fields_and_nulls_are_ignored():
     ({"messages": [USER], "seed": 1.5}, "seed"),
     ({"messages": [USER], "stop": 5}, "stop"),
     ({"messages": [USER], "n": 2}, "n"),
-    ({"messages": [USER], "logprobs": True}, "logprobs"),
+    ({"messages": [USER], "logprobs": "yes"}, "logprobs"),
+    ({"messages": [USER], "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"messages": [USER], "logprobs": True, "top_logprobs": -1}, "top_logprobs"),
+    ({"messages": [USER], "top_logprobs": 2}, "top_logprobs"),
     ({"messages": [USER], "stream": "yes"}, "stream"),
     ({"messages": [USER], "tools": {}}, "tools"),
     ({"messages": [USER], "tools": [{"type": "custom", "custom": {"name": "c"}}]}, "tools[0].type"),

@@ -110,6 +110,13 @@ def test_text_format_and_reasoning_switch():
     assert parse({"input": "x"}).chat.reasoning is None
 
 
+def test_logprobs_come_with_include():
+    call = parse({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 5})
+    assert (call.chat.sampling.logprobs, call.chat.sampling.top_logprobs) == (True, 5)
+    assert parse({"input": "x", "top_logprobs": 3}).chat.sampling.logprobs is False
+    assert parse({"input": "x", "include": ["message.output_text.logprobs"]}).chat.sampling.top_logprobs == 0
+
+
 def test_unknown_fields_are_ignored():
     body = {"input": "x", "client_metadata": {"a": "b"}, "context_management": [{"type": "x"}], "generate": True,
             "include": ["reasoning.encrypted_content"], "stream_options": {}, "service_tier": "auto"}
@@ -132,6 +139,9 @@ def test_unknown_fields_are_ignored():
      "tool_choice.name"),
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
     ({"input": "x", "temperature": "hot"}, "temperature"),
+    ({"input": "x", "top_logprobs": 21}, "top_logprobs"),
+    ({"input": "x", "top_logprobs": True}, "top_logprobs"),
+    ({"input": "x", "top_logprobs": 1.5}, "top_logprobs"),
     ({"input": "x", "background": True}, "background"),
     ({"input": "x", "instructions": ["a"]}, "instructions"),
     ({"input": []}, "input"),
