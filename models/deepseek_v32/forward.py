@@ -78,9 +78,8 @@ class IndexedMlaForward(MlaForward):
             cached = self._context(index, context).view(batch, -1, self.arch.cached_dim)
             attn_mask = mask
             if cached.shape[1] > self.arch.index_topk:
-                visible = mask[:, 0, 0] == 0 if mask is not None else torch.ones(cached.shape[:2], dtype=torch.bool,
-                                                                                device=cached.device)
-                attn_mask = self._selection(normed, q_in, layer, cos, sin, cached, visible)[:, None, None]
+                attn_mask = self._selection(normed, q_in, layer, cos, sin, cached, visible_keys(mask, cached))
+                attn_mask = attn_mask[:, None, None]
             keys = cached[:, None, :, :latent_dim]
             attended = F.scaled_dot_product_attention(query[:, None], keys, keys, attn_mask=attn_mask)
             x = x + self._output(attended[:, 0], layer)
@@ -93,3 +92,10 @@ def attend_selected(query: torch.Tensor, keys: torch.Tensor, selected: torch.Ten
     q, k = query.transpose(0, 1)[None], keys.transpose(0, 1)[None]
     out = F.scaled_dot_product_attention(q, k, k, attn_mask=selected[None, None], enable_gqa=True)
     return out[0].transpose(0, 1)
+
+
+def visible_keys(mask: Optional[torch.Tensor], cached: torch.Tensor) -> torch.Tensor:
+    """Bool [batch, T]: the decode context's real tokens (``mask`` hides a shorter session's padding)."""
+    if mask is not None:
+        return mask[:, 0, 0] == 0
+    return torch.ones(cached.shape[:2], dtype=torch.bool, device=cached.device)
