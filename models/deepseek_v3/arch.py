@@ -57,28 +57,37 @@ class DeepseekArch:
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any]) -> "DeepseekArch":
-        names = [config.get("model_type", "")] + list(config.get("architectures") or [])
-        if not any(n in ARCHITECTURES for n in names):
-            raise ValueError(f"not a DeepSeek V3 model (model_type/architectures: {names})")
-        if config.get("attention_bias"):
-            raise ValueError("DeepSeek V3 models with attention_bias are not supported")
-        try:
-            rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
-            theta = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
-            if (rope.get("rope_type") or rope.get("type") or "default") == "default":
-                rope = {}
-            layers = int(config["num_hidden_layers"])
-            return cls(
-                architecture="deepseek_v3", vocab_size=int(config["vocab_size"]),
-                hidden_size=int(config["hidden_size"]), intermediate_size=int(config["intermediate_size"]),
-                layers=layers, heads=int(config["num_attention_heads"]),
-                q_lora_rank=int(config["q_lora_rank"]) if config.get("q_lora_rank") else None,
-                kv_lora_rank=int(config["kv_lora_rank"]), nope_dim=int(config["qk_nope_head_dim"]),
-                rope_dim=int(config["qk_rope_head_dim"]), v_dim=int(config["v_head_dim"]),
-                rms_eps=float(config.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=rope or None,
-                rope_interleave=bool(config.get("rope_interleave", True)),
-                trained_context=int(config.get("max_position_embeddings", 4096)),
-                tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-                moe=moe_from_hf_config(config, layers, scoring=config.get("scoring_func") or "sigmoid"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bad DeepSeek V3 config.json: {exc!r}") from None
+        check_names(config, ARCHITECTURES, "DeepSeek V3")
+        return cls(**mla_fields(config, "deepseek_v3", "DeepSeek V3"))
+
+
+def check_names(config: dict[str, Any], known, family: str) -> None:
+    names = [config.get("model_type", "")] + list(config.get("architectures") or [])
+    if not any(n in known for n in names):
+        raise ValueError(f"not a {family} model (model_type/architectures: {names})")
+
+
+def mla_fields(config: dict[str, Any], architecture: str, family: str) -> dict[str, Any]:
+    """The :class:`DeepseekArch` fields of an MLA ``config.json`` (shared with DeepSeek V3.2)."""
+    if config.get("attention_bias"):
+        raise ValueError(f"{family} models with attention_bias are not supported")
+    try:
+        rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+        theta = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+        if (rope.get("rope_type") or rope.get("type") or "default") == "default":
+            rope = {}
+        layers = int(config["num_hidden_layers"])
+        return dict(
+            architecture=architecture, vocab_size=int(config["vocab_size"]),
+            hidden_size=int(config["hidden_size"]), intermediate_size=int(config["intermediate_size"]),
+            layers=layers, heads=int(config["num_attention_heads"]),
+            q_lora_rank=int(config["q_lora_rank"]) if config.get("q_lora_rank") else None,
+            kv_lora_rank=int(config["kv_lora_rank"]), nope_dim=int(config["qk_nope_head_dim"]),
+            rope_dim=int(config["qk_rope_head_dim"]), v_dim=int(config["v_head_dim"]),
+            rms_eps=float(config.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=rope or None,
+            rope_interleave=bool(config.get("rope_interleave", True)),
+            trained_context=int(config.get("max_position_embeddings", 4096)),
+            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+            moe=moe_from_hf_config(config, layers, scoring=config.get("scoring_func") or "sigmoid"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"bad {family} config.json: {exc!r}") from None

@@ -34,10 +34,14 @@ class MlaForward:
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
 
-    def _query_and_entry(self, x: torch.Tensor, layer, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
+    def _query_input(self, x: torch.Tensor, layer) -> torch.Tensor:
+        """What the query up-projection reads: normed ``x`` through the normed bottleneck, if any."""
+        return x if layer.q_down is None else self._norm(F.linear(x, layer.q_down), layer.q_norm)
+
+    def _query_and_entry(self, x: torch.Tensor, q_in: torch.Tensor, layer, cos,
+                         sin) -> tuple[torch.Tensor, torch.Tensor]:
         """Absorbed queries [n, heads, latent_dim] and cache entries [n, 1, latent_dim] of normed ``x``."""
         arch = self.arch
-        q_in = x if layer.q_down is None else self._norm(F.linear(x, layer.q_down), layer.q_norm)
         q = F.linear(q_in, layer.q_up).view(-1, arch.heads, arch.nope_dim + arch.rope_dim)
         q_latent = torch.einsum("nhd,hdr->nhr", q[..., :arch.nope_dim], layer.k_up)
         q_rope = apply_rotary(q[..., arch.nope_dim:], cos, sin)
@@ -76,7 +80,8 @@ class MlaForward:
         for index, layer in enumerate(self.weights.layers):
             if interrupted is not None and interrupted():
                 raise PrefillInterrupted(f"prefill of {n} tokens interrupted before layer {index}")
-            query, entry = self._query_and_entry(self._norm(x, layer.attn_norm), layer, cos, sin)
+            normed = self._norm(x, layer.attn_norm)
+            query, entry = self._query_and_entry(normed, self._query_input(normed, layer), layer, cos, sin)
             self.pool.layer_views[index][0].index_copy_(0, new_slots, entry)
             keys = self._context(index, context) if start else entry
             x = x + self._output(attend(query, keys, keys), layer)
@@ -92,7 +97,8 @@ class MlaForward:
             context = context.view(-1)
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
-            query, entry = self._query_and_entry(self._norm(x, layer.attn_norm), layer, cos, sin)
+            normed = self._norm(x, layer.attn_norm)
+            query, entry = self._query_and_entry(normed, self._query_input(normed, layer), layer, cos, sin)
             self.pool.layer_views[index][0].index_copy_(0, new_slots, entry)
             keys = self._context(index, context).view(batch, 1, -1, self.arch.latent_dim)
             attended = F.scaled_dot_product_attention(query[:, None], keys, keys, attn_mask=mask)

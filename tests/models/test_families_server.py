@@ -1,8 +1,8 @@
-"""A tiny random Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 model served by a real server: Chat
+"""A tiny random Qwen3, Qwen3-MoE, GLM-4.5, DeepSeek V3 and V3.2 model served by a real server: Chat
 Completions, Anthropic Messages and Responses with a required tool call, fenced in the model's
-dialect (chatml_json qwen3 variant; glm_xml and deepseek_dsml, chosen by the architecture, with the
-glm45 / deepseek_v32 chat formats), schema-valid; for Qwen3-MoE and DeepSeek V3 a second turn after
-a restart is served from SSD.
+dialect (chatml_json qwen3 variant; glm_xml and deepseek_dsml v32, chosen by the architecture, with
+the glm45 / deepseek_v32 chat formats), schema-valid; for Qwen3-MoE, DeepSeek V3 and V3.2 (whose
+indexer keeps fewer tokens than the prompt has) a second turn after a restart is served from SSD.
 
 The checkpoints are random (no real checkpoint of these fits this machine); they carry the SmolLM2
 tokenizer (ChatML special tokens; GLM's and DeepSeek's role tokens added) and, for Qwen3, a
@@ -48,15 +48,22 @@ FAMILIES = {
                         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8, n_group=2,
                         topk_group=1, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
                         first_k_dense_replace=1, norm_topk_prob=True, tie_word_embeddings=True),
+    # V3.2: the same MLA and experts plus the indexer, keeping 32 of the prompt's hundreds of tokens
+    "deepseek_v32": dict(num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=32,
+                         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8, n_group=2,
+                         topk_group=1, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+                         first_k_dense_replace=1, norm_topk_prob=True, tie_word_embeddings=True,
+                         index_topk=32, index_head_dim=16, index_n_heads=4),
 }
 ROLE_TOKENS = {  # special tokens added to the tokenizer, and the end-of-turn token
     "glm4_moe": (["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"], "<|user|>"),
     "deepseek_v3": (["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"],
                     "<｜end▁of▁sentence｜>"),
 }
-CHAT_FORMATS = {"glm4_moe": "glm45", "deepseek_v3": "deepseek_v32"}
+ROLE_TOKENS["deepseek_v32"] = ROLE_TOKENS["deepseek_v3"]
+CHAT_FORMATS = {"glm4_moe": "glm45", "deepseek_v3": "deepseek_v32", "deepseek_v32": "deepseek_v32"}
 EXPECTED = {"qwen3": "dialect chatml_json", "qwen3_moe": "dialect chatml_json", "glm4_moe": "dialect glm_xml",
-            "deepseek_v3": "dialect deepseek_dsml"}
+            "deepseek_v3": "dialect deepseek_dsml", "deepseek_v32": "dialect deepseek_dsml"}
 
 
 def write_checkpoint(directory, model_type: str):
@@ -119,7 +126,7 @@ def assert_valid(calls: list) -> None:
 
 
 ASK = [{"role": "user", "content": "Forecast for Lyon, 3 days?"}]
-RESTARTED = ("qwen3_moe", "deepseek_v3")  # a KV layout and MLA's latent layout through the SSD tier
+RESTARTED = ("qwen3_moe", "deepseek_v3", "deepseek_v32")  # KV, MLA's latent, latent + indexer key via SSD
 
 
 @pytest.mark.parametrize("model_type", list(FAMILIES))
@@ -133,6 +140,7 @@ def test_three_protocols_give_schema_valid_tool_calls_and_a_restart_restores_fro
     with ServerProcess(tmp_path / "one", settings=settings, state_dir=state) as server:
         calls, reply = chat_calls(server, model_type, ASK)
         assert_valid(calls)
+        assert reply["usage"]["prompt_tokens"] > FAMILIES[model_type].get("index_topk", 0)  # V3.2: sparse
         assert_valid(anthropic_calls(server, model_type))
         assert_valid(responses_calls(server, model_type))
         assert f"with the {model_type} runtime" in server.log() and EXPECTED[model_type] in server.log()

@@ -1,4 +1,4 @@
-"""The Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 runtimes against transformers on tiny random fp32 models: one-shot
+"""The Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 / V3.2 runtimes against transformers on tiny random fp32 models: one-shot
 logits, prefills split anywhere, forks and truncations, chunk export/import, batched decode.
 
 Tolerance: fp32 logits within 1e-4 absolute of transformers'; the runtime's own paths (split,
@@ -52,7 +52,7 @@ def test_prefill_split_at_every_position_equals_one_shot(family_models, name):
         runtime.release(session)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3", "deepseek_v32"])
 def test_fork_and_truncate_then_continue_equal_one_shot(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
@@ -72,7 +72,8 @@ def test_fork_and_truncate_then_continue_equal_one_shot(family_models, name):
         runtime.release(truncated)
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step", "glm45_qk_norm", "deepseek_v3_no_q_lora"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_step", "glm45_qk_norm", "deepseek_v3_no_q_lora",
+                                  "deepseek_v32"])
 def test_export_import_chunks_then_append_equals_full_prefill(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
@@ -88,11 +89,13 @@ def test_export_import_chunks_then_append_equals_full_prefill(family_models, nam
     assert close(runtime.prefill(restored, PROMPT[15:], all_logits=True), whole[15:])
     with pytest.raises(ValueError, match="bytes"):
         runtime.import_chunk(runtime.new_session(), PROMPT[:4], runtime.export_chunk(source, 0, 3))
-    family = {"glm": "glm4moe-kv/1", "dee": "mla-latent/1"}.get(name[:3], "qwen3-kv/1")
+    layouts = {"deepseek_v32": "mla-latent-indexed/1", "deepseek": "mla-latent/1", "glm": "glm4moe-kv/1",
+               "qwen3": "qwen3-kv/1"}
+    family = next(layout for prefix, layout in layouts.items() if name.startswith(prefix))
     assert runtime.state_format.startswith(f"{family} float32 ")
 
 
-@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3"])
+@pytest.mark.parametrize("name", ["qwen3_dense", "qwen3_moe_norm", "glm45", "deepseek_v3", "deepseek_v32"])
 def test_batched_decode_over_different_lengths_equals_per_session_decode(family_models, name):
     runtime = load_tiny_family(family_models[name][0])
     lengths = [1, 4, 7, 10, 13]
@@ -151,7 +154,7 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
     assert close(runtime.prefill(runtime.new_session(), PROMPT[:9]), reference_logits(model, PROMPT[:9])[-1])
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe_norm", "glm45", "deepseek_v3"])
+@pytest.mark.parametrize("name", ["qwen3_moe_norm", "glm45", "deepseek_v3", "deepseek_v32"])
 def test_bf16_runtime_is_close_to_fp32(family_models, name):
     directory, model = family_models[name]
     runtime = load_tiny_family(directory, dtype="bf16")

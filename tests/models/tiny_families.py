@@ -1,8 +1,8 @@
-"""Tiny random Qwen3, Qwen3-MoE and GLM-4.5 Hugging Face directories, with the transformers model
-as reference.
+"""Tiny random Qwen3, Qwen3-MoE, GLM-4.5 and DeepSeek V3 / V3.2 Hugging Face directories, with the
+transformers model as reference.
 
-Norm weights (ones at init), routers and correction biases (zeros) are randomised so q/k norms and
-routing are exercised.
+Norm weights and biases (ones and zeros at init, the V3.2 indexer's key LayerNorm included), routers
+and correction biases (zeros) are randomised so q/k norms and routing are exercised.
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ FAMILY_CONFIGS = {
                                   n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=1.0,
                                   norm_topk_prob=False, first_k_dense_replace=1, num_hidden_layers=2,
                                   tie_word_embeddings=True),
+    # DeepSeek V3.2: V3's MLA and routing plus the lightning indexer (8 heads of 16 dims), which keeps
+    # 6 tokens per query: shorter than the test prompts, so the sparse selection changes the logits
+    "deepseek_v32": dict(model_type="deepseek_v32", num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24,
+                         kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                         n_routed_experts=16, num_experts_per_tok=3, moe_intermediate_size=24, n_shared_experts=1,
+                         n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+                         first_k_dense_replace=1, num_hidden_layers=3, tie_word_embeddings=False, index_topk=6,
+                         index_head_dim=16, index_n_heads=8),
 }
 
 
@@ -90,10 +98,11 @@ def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096,
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
     from kvgate.models.deepseek_v3.runtime import DEEPSEEK_V3
+    from kvgate.models.deepseek_v32.runtime import DEEPSEEK_V32
     from kvgate.models.glm4_moe.family import GLM4_MOE
     from kvgate.models.qwen3.families import QWEN3, QWEN3_MOE
 
     source = resolve_source(str(directory))
-    family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE, DEEPSEEK_V3) if source.architecture in f.names)
+    family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE, DEEPSEEK_V3, DEEPSEEK_V32) if source.architecture in f.names)
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
     return load_runtime(source, ModelConfig(dtype=dtype, **model_options), engine, str(cache_dir or directory), family)
