@@ -9,100 +9,47 @@ request goes to the engine directly, not through the pipeline's dialects. Frames
   ``finish_reason`` and the counts (``output_ids`` empty: the chunks carried them);
 - ``stream: false``: ``complete`` only, with every ``output_ids``.
 
-``finish_reason`` is ``"stop"`` (an EOS or ``stop_token_ids`` id, or the fence's end), ``"length"``
-or ``"abort"`` (``Abort`` named the request). The worker stops on the model's EOS ids itself
-(the gateway sends none) unless ``ignore_eos``; stop *strings* are the gateway's to match. A
-``json_schema`` constraint is enforced by kvgate's fence; ``regex``, ``ebnf_grammar`` and
-``structural_tag`` are refused. Refusals are gRPC ``INVALID_ARGUMENT`` (:class:`BadRequest`)
-before anything runs.
+``finish_reason`` is ``"stop"`` (an EOS or ``stop_token_ids`` id, a ``stop`` string -- named in
+``matched_stop_str`` -- or the fence's end), ``"length"`` or ``"abort"`` (``Abort`` named the
+request). The worker stops on the model's EOS ids itself (the gateway sends none) unless
+``ignore_eos``. A stop string ends generation at the token that completes it; that token is still
+sent (the gateway decodes the ids and trims the text). A ``json_schema`` constraint is enforced
+by kvgate's fence; ``regex``, ``ebnf_grammar`` and ``structural_tag`` are refused. Refusals are
+gRPC ``INVALID_ARGUMENT`` (:class:`~.request.BadRequest`, from :mod:`.request`) before anything
+runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, AsyncIterator, Optional
 
 import attrs
 
 from smg_grpc_proto.generated import sglang_scheduler_pb2 as pb
 
+from kvgate.adapters.grpc_worker.request import check_options, fence_of, prompt_ids, sampling_of, token_budget
+from kvgate.core.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import make_generator
-from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
-from kvgate.core.errors import KvgateError
-from kvgate.core.types import ChatRequest, ResponseFormat, SamplingParams
-
-REFUSED_CONSTRAINTS = {"regex": "a regex", "ebnf_grammar": "an EBNF grammar", "structural_tag": "a structural tag"}
+from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone
+from kvgate.core.stop_strings import StopStringScanner
 
 
-class BadRequest(ValueError):
-    """The request cannot run as sent (gRPC INVALID_ARGUMENT)."""
+class StopWatch:
+    """Finds the first ``stop`` string in the decoded output (nothing to do without one)."""
 
+    def __init__(self, tokenizer, stops):
+        stops = [s for s in stops if s]
+        self.scanner = StopStringScanner(stops) if stops else None
+        self.detok = IncrementalDetokenizer(tokenizer) if stops else None
+        self.hit: Optional[str] = None
 
-def sampling_of(params: pb.SamplingParams) -> SamplingParams:
-    """kvgate's sampling parameters; proto3 zeros that mean "off" get their neutral value."""
-    seed = params.custom_params.fields.get("seed") if params.HasField("custom_params") else None
-    return SamplingParams(
-        temperature=max(params.temperature, 0.0), top_p=params.top_p if 0 < params.top_p <= 1 else 1.0,
-        top_k=max(params.top_k, 0), min_p=max(params.min_p, 0.0), presence_penalty=params.presence_penalty,
-        frequency_penalty=params.frequency_penalty, repetition_penalty=params.repetition_penalty or 1.0,
-        seed=int(seed.number_value) if seed is not None else None)
-
-
-def prompt_ids(request: pb.GenerateRequest, runtime) -> list[int]:
-    ids = list(request.tokenized.input_ids)
-    info = runtime.info
-    if not ids:
-        raise BadRequest("tokenized.input_ids is empty: a prompt needs at least one token")
-    bad = next((t for t in ids if t >= info.vocab_size), None)
-    if bad is not None:
-        raise BadRequest(f"token id {bad} is outside the vocabulary ({info.vocab_size} ids)")
-    if len(ids) >= info.max_context:
-        raise BadRequest(f"the prompt has {len(ids)} tokens; this model's context is {info.max_context}")
-    return ids
-
-
-def token_budget(params: pb.SamplingParams, prompt: int, max_context: int, default: int) -> int:
-    room = max_context - prompt
-    if not params.HasField("max_new_tokens"):
-        return min(default, room) if default else room
-    if params.max_new_tokens > room:
-        raise BadRequest(f"max_new_tokens {params.max_new_tokens} plus the prompt's {prompt} tokens exceeds this "
-                         f"model's context of {max_context} tokens")
-    return params.max_new_tokens
-
-
-def check_options(request: pb.GenerateRequest) -> None:
-    params = request.sampling_params
-    if params.n > 1:
-        raise BadRequest("n > 1 is not supported: send one request per sample")
-    if request.return_logprob or request.top_logprobs_num:
-        raise BadRequest("logprobs are not supported by kvgate's gRPC worker")
-    if request.mm_inputs.ByteSize() or request.input_embeds:
-        raise BadRequest("multimodal inputs and input embeddings are not supported")
-    kind = params.WhichOneof("constraint")
-    if kind in REFUSED_CONSTRAINTS:
-        raise BadRequest(f"constraint {kind} is not supported: kvgate's fences take a JSON schema, not "
-                         f"{REFUSED_CONSTRAINTS[kind]} (send json_schema)")
-
-
-async def fence_of(pipeline, params: pb.SamplingParams) -> Any:
-    """The request's fence for a ``json_schema`` constraint (None without one)."""
-    if params.WhichOneof("constraint") != "json_schema":
-        return None
-    try:
-        schema = json.loads(params.json_schema)
-    except ValueError as exc:
-        raise BadRequest(f"constraint json_schema is not JSON: {exc}") from None
-    if not isinstance(schema, dict):
-        raise BadRequest("constraint json_schema must be a JSON object")
-    if pipeline.fence_builder is None or not pipeline.config.fence.enabled:
-        raise BadRequest("constraint json_schema needs fences, which are off on this worker ([fence] enabled)")
-    request = ChatRequest(model="", messages=[], response_format=ResponseFormat(type="json_schema", schema=schema))
-    try:
-        return await pipeline.admit_fence(request)
-    except KvgateError as exc:
-        raise BadRequest(f"constraint json_schema: {exc.message}") from None
+    def push(self, token: int) -> bool:
+        """Whether ``token`` completed a stop string."""
+        if self.scanner is None or self.hit is not None:
+            return False
+        _, self.hit = self.scanner.push(self.detok.push(token))
+        return self.hit is not None
 
 
 @attrs.define
@@ -118,14 +65,17 @@ class Counts:
 
 
 def frame(request_id: str, counts: Counts, token: Optional[int] = None, reason: str = "",
-          stream: bool = True) -> pb.GenerateResponse:
+          stream: bool = True, stop: Optional[str] = None) -> pb.GenerateResponse:
     if token is not None:
         return pb.GenerateResponse(request_id=request_id, chunk=pb.GenerateStreamChunk(
             token_ids=[token], prompt_tokens=counts.prompt, completion_tokens=len(counts.output),
             cached_tokens=counts.cached))
-    return pb.GenerateResponse(request_id=request_id, complete=pb.GenerateComplete(
-        output_ids=[] if stream else counts.output, finish_reason=reason, prompt_tokens=counts.prompt,
-        completion_tokens=len(counts.output), cached_tokens=counts.cached))
+    complete = pb.GenerateComplete(output_ids=[] if stream else counts.output, finish_reason=reason,
+                                   prompt_tokens=counts.prompt, completion_tokens=len(counts.output),
+                                   cached_tokens=counts.cached)
+    if stop is not None:
+        complete.matched_stop_str = stop
+    return pb.GenerateResponse(request_id=request_id, complete=complete)
 
 
 async def generate(pipeline, request: pb.GenerateRequest, running: dict[str, Sequence]
@@ -151,25 +101,26 @@ async def generate(pipeline, request: pb.GenerateRequest, running: dict[str, Seq
     request_id = request.request_id or f"kvgate-{seq.id}"
     engine.submit(seq)  # Overloaded when the queue is full or the server drains
     running[request_id] = seq
-    counts, done = Counts(prompt=len(prompt)), None
+    counts, done, watch = Counts(prompt=len(prompt)), None, StopWatch(runtime.tokenizer, params.stop)
     try:
         while done is None:
             message = await queue.get()
             if isinstance(message, PrefillDone):
                 counts.cached_device, counts.cached_ssd = message.cached_device, message.cached_ssd
-            elif isinstance(message, TokenOut):
+            elif isinstance(message, SequenceDone):
+                done = message
+            elif watch.hit is None:  # a token; none is sent after a stop string
                 counts.output.append(message.token)
+                seq.stop_requested = watch.push(message.token)
                 if request.stream:
                     yield frame(request_id, counts, message.token)
-            else:
-                done = message
     finally:
         running.pop(request_id, None)
         if done is None:  # the client went away: stop computing for it
             engine.cancel(seq)
     finish(pipeline, done, counts, fence)
-    reason = "abort" if done.reason == "cancelled" else done.reason
-    yield frame(request_id, counts, reason=reason, stream=request.stream)
+    reason = "stop" if watch.hit is not None else "abort" if done.reason == "cancelled" else done.reason
+    yield frame(request_id, counts, reason=reason, stream=request.stream, stop=watch.hit)
 
 
 def finish(pipeline, done: SequenceDone, counts: Counts, fence: Any) -> None:

@@ -17,7 +17,8 @@ from smg_grpc_proto.generated import sglang_scheduler_pb2 as pb
 from smg_grpc_proto.generated import sglang_scheduler_pb2_grpc as pb_grpc
 
 from kvgate.adapters.grpc_worker.events import KvEventPublisher
-from kvgate.adapters.grpc_worker.generate import BadRequest, generate
+from kvgate.adapters.grpc_worker.generate import generate
+from kvgate.adapters.grpc_worker.request import BadRequest
 from kvgate.adapters.grpc_worker.info import loads_message, model_info, server_message
 from kvgate.adapters.grpc_worker.tokenizer_bundle import archive_chunks, tokenizer_archive
 from kvgate.core.errors import KvgateError

@@ -72,6 +72,20 @@ def test_the_worker_stops_on_eos_itself(worker):
     assert not set(streamed) & set(eos)  # the EOS id ends the stream, it is not streamed
 
 
+def test_a_stop_string_ends_generation_at_the_token_that_completes_it(worker):
+    server, stub = worker
+    tokenizer = server.app.state.ctx.pipeline.runtime.tokenizer
+    ids = prompt_ids(server)
+    free = [t for f in list(stub.Generate(generate_request(ids, max_new_tokens=16)))[:-1] for t in f.chunk.token_ids]
+    text = tokenizer.decode(free)
+    stop = text.split()[3]  # a word in the middle of the greedy answer
+    frames = list(stub.Generate(generate_request(ids, request_id="stop", max_new_tokens=16, stop=[stop])))
+    sent = [t for f in frames[:-1] for t in f.chunk.token_ids]
+    assert frames[-1].complete.finish_reason == "stop" and frames[-1].complete.matched_stop_str == stop
+    assert sent == free[:len(sent)] and len(sent) < len(free)
+    assert stop in tokenizer.decode(sent) and stop not in tokenizer.decode(sent[:-1])
+
+
 def test_abort_cancels_a_running_generate(worker):
     server, stub = worker
     stream = stub.Generate(generate_request(prompt_ids(server), request_id="long", max_new_tokens=4000,

@@ -76,6 +76,16 @@ def test_a_chat_through_smg_answers_as_kvgate_does_over_http(cluster):
     assert through_smg["choices"][0]["finish_reason"] == direct["choices"][0]["finish_reason"]
 
 
+def test_a_stop_string_through_smg_ends_the_answer_before_it(cluster):
+    router, _worker = cluster
+    messages = [{"role": "user", "content": "Describe the sea in one sentence."}]
+    free = chat(router.base_url, messages)["choices"][0]["message"]["content"]
+    stop = free.split()[3]
+    stopped = chat(router.base_url, messages, stop=[stop])["choices"][0]
+    assert stopped["finish_reason"] == "stop" and free.startswith(stopped["message"]["content"])
+    assert stop not in stopped["message"]["content"]
+
+
 def test_streaming_through_smg_ends_with_a_finish_reason(cluster):
     router, _worker = cluster
     body = {"model": "smollm2", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 64,
