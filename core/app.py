@@ -129,6 +129,13 @@ def operations_routes(ctx: ServerContext) -> list:
     return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.keyring.operators())]
 
 
+def build_services(ctx: ServerContext, pm: pluggy.PluginManager) -> list:
+    """The ``register_services`` services this config runs (a builder returning None runs none)."""
+    services = collect(pm, "register_services", "service")
+    built = [services.get(name)(ctx) for name in services.names()]
+    return [service for service in built if service is not None]
+
+
 def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManager] = None) -> Litestar:
     """The app for ``config`` (default: no file) and ``pm`` (default: the installed plugins, less
     ``[plugins] disabled``); the plugin sections are validated for ``pm`` before anything loads."""
@@ -141,14 +148,26 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
     for name in adapters.names():
         handlers.extend(adapters.get(name)(ctx))
 
-    def shutdown() -> None:
+    services = build_services(ctx, pm)
+
+    async def startup() -> None:
+        ctx.pipeline.engine.start()
+        for service in services:
+            await service.start()
+
+    async def shutdown() -> None:
+        for service in reversed(services):
+            try:
+                await service.stop()
+            except Exception:  # one service failing to stop must not keep the engine running
+                log.exception("stopping service %r failed", service)
         ctx.pipeline.engine.stop()
         cache = ctx.pipeline.engine.cache
         if hasattr(cache, "close"):
             cache.close()
 
     app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
-                   on_startup=[ctx.pipeline.engine.start], on_shutdown=[shutdown],
+                   on_startup=[startup], on_shutdown=[shutdown],
                    middleware=[RequestLogMiddleware] if config.server.log_requests else [],
                    request_max_body_size=config.server.max_body_bytes + 1024 * 1024,  # ours refuses first
                    openapi_config=OpenAPIConfig(title="kvgate", version="1", openapi_router=protocol_router(

@@ -74,7 +74,8 @@ def plugins(config_path, as_json, no_model) -> None:
     """List registered plugins, their distributions and what they register."""
     config, pm = _config(config_path, {})
     report = {"plugins": describe_plugins(pm), "registries": {}}
-    for hook, kind in [("register_adapters", "adapter"), ("register_dialects", "dialect"),
+    for hook, kind in [("register_adapters", "adapter"), ("register_services", "service"),
+                       ("register_dialects", "dialect"),
                        ("register_chat_formats", "chat format"), ("register_model_runtimes", "model runtime"),
                        ("register_cache_tiers", "cache tier"), ("register_grammar_backends", "grammar backend"),
                        ("register_generation_guards", "generation guard"),

@@ -25,6 +25,19 @@ def register_adapters(register):
 
 
 @hookspec
+def register_services(register):
+    """Called once when the app is built, to collect services that run beside the HTTP server
+    (e.g. the gRPC worker's listener).
+
+    Call ``register(name, build_service)``: ``build_service(ctx)`` receives the
+    :class:`kvgate.core.server.ServerContext` and returns None (nothing to run under this config)
+    or an object with ``async start()`` -- awaited on the server's event loop after the engine
+    started -- and ``async stop()``, awaited at shutdown before the engine stops; ``stop`` must
+    return within a few seconds. Returns nothing.
+    """
+
+
+@hookspec
 def register_dialects(register):
     """Called when the registry is built, to collect tool-call dialects.
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from kvgate.core.cache.almost_hits import AlmostHits
 from kvgate.core.cache.backup import Backups
+from kvgate.core.cache.events import EventSinks, KvEventSink
 from kvgate.core.cache.lookup import fill_plan
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.plan import CachePlan
@@ -53,6 +54,11 @@ class CacheManager(Restores, Residency):
                                  self.metrics.almost_hits)
         self.recent: collections.deque[dict] = collections.deque(maxlen=64)
         self.recent_lock = threading.Lock()
+        self.events = EventSinks()
+
+    def add_event_sink(self, sink: KvEventSink) -> None:
+        """Tell ``sink`` (engine thread) of every entry the resident tier admits or drops from now on."""
+        self.events.add(sink)
 
     def __getattr__(self, name: str) -> Any:
         tiers = self.__dict__.get("tiers")

@@ -22,6 +22,7 @@ class Residency:
             return
         entry, is_new = self.resident.admit(namespace, session, cache_key)
         if is_new:
+            self.events.stored(self.resident_name, namespace, entry.tokens)
             entry.backed_up = self.backups.back_up(namespace, entry.session, entry.cache_key, entry.round, wait=False)
         for old in self.resident.superseded(entry):
             self._evict(old, back_up=False)
@@ -53,8 +54,13 @@ class Residency:
         if back_up and not entry.backed_up:
             entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key, entry.round,
                                                    wait=True)
-        self.resident.remove(entry)
+        self._remove(entry)
         self.metrics.evictions.labels(tier=self.resident_name).inc()
+
+    def _remove(self, entry) -> None:
+        tokens = list(entry.tokens)  # the session is released with the entry
+        self.resident.remove(entry)
+        self.events.removed(self.resident_name, entry.namespace, tokens)
 
     def _update_gauges(self) -> None:
         if self.resident is not None:
@@ -68,7 +74,7 @@ class Residency:
                 if not entry.backed_up:
                     entry.backed_up = self.backups.back_up(entry.namespace, entry.session, entry.cache_key,
                                                            entry.round, wait=True)
-                self.resident.remove(entry)
+                self._remove(entry)
         for tier in [self.resident, *self.backup_tiers.values()]:
             if tier is not None and hasattr(tier, "close"):
                 tier.close()

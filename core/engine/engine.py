@@ -85,6 +85,10 @@ class Engine:
                 seq.cancelled = True
             self._wake.notify()
 
+    def is_serving(self) -> bool:
+        """The engine thread runs and the server is not draining."""
+        return self._thread is not None and self._thread.is_alive() and not self._draining
+
     def load(self) -> int:
         return self._in_flight
 

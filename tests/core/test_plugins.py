@@ -9,7 +9,7 @@ from kvgate.core.hookspecs import hookimpl
 from kvgate.core.plugins import DuplicateName, build_plugin_manager, collect, describe_plugins
 
 REGISTRY_HOOKS = [
-    "register_adapters", "register_dialects", "register_chat_formats", "register_model_runtimes",
+    "register_adapters", "register_services", "register_dialects", "register_chat_formats", "register_model_runtimes",
     "register_cache_tiers", "register_grammar_backends", "register_generation_guards",
     "register_model_formats", "register_default_models",
     "register_config_sections",
