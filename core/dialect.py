@@ -39,7 +39,21 @@ ARCHITECTURE_MATCH = 100
 
 
 class StreamParser(abc.ABC):
-    """Per-response incremental parser. Feed decoded text as it arrives; events come out."""
+    """Per-response incremental parser. Feed decoded text as it arrives; events come out.
+
+    A call's life: ``ToolCallStart`` once its tool name is known, ``ToolCallArgsDelta`` pieces as
+    its arguments arrive, then exactly one ending. ``ToolCallEnd`` ends a *completed* call: its
+    arguments are one JSON object, each value typed by the tool's schema, and a client may run it.
+    A started call that cannot be completed (the output ends inside it, or its text cannot be read
+    as a JSON object) gets a ParseIssue saying why and **no** ``ToolCallEnd``; the deltas already
+    sent stand, and the next call takes the next index. The pipeline then ends the response with
+    an error (with ``length`` when the output limit cut the call), so no protocol presents an
+    unfinished call as one to run. The start is not held back: arguments stream as they arrive.
+
+    ParseIssues also report text that was not read as a call (an unknown tool: nothing is started)
+    and variants that were read into a completed call (arguments written as a JSON string, an
+    escaped or mis-flagged value typed by the schema): those calls end normally.
+    """
 
     @abc.abstractmethod
     def feed(self, text: str) -> list[Event]:

@@ -36,8 +36,8 @@ from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
 from kvgate.core.tenants import NamespaceOwners, scoped_namespace
 from kvgate.core.tool_names import ToolNameCheck
 from kvgate.core.types import (
-    ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallStart,
-    Usage,
+    ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallEnd,
+    ToolCallStart, Usage,
 )
 
 HEARTBEAT_SECONDS = 5.0
@@ -227,6 +227,8 @@ class _Run:
         self.usage = Usage(prompt_tokens=len(seq.prompt))
         self.issues: list[ParseIssue] = []
         self.tool_calls = 0
+        self.open_calls: dict[int, str] = {}  # started calls not ended yet: index -> name
+        self.output_went_on = False  # output followed a call that was left unfinished
         self.stop_sequence: Optional[str] = None
         self.started = time.monotonic()
         self.last_token_at: Optional[float] = None
@@ -270,13 +272,27 @@ class _Run:
 
     def _parse(self, events: list[Event]) -> list[Event]:
         for event in events:
+            if self.open_calls and isinstance(event, (TextDelta, ToolCallStart)):
+                self.output_went_on = True
             if isinstance(event, ToolCallStart):
                 self.tool_calls += 1
+                self.open_calls[event.index] = event.name
+            elif isinstance(event, ToolCallEnd):
+                self.open_calls.pop(event.index, None)
             elif isinstance(event, ParseIssue):
                 self.issues.append(event)
             elif isinstance(event, TextDelta) and self.logprobs is not None:
                 self.logprobs.attach(event)
         return events
+
+    def _unfinished_call(self) -> str:
+        """A call the parser started but could not complete (no ToolCallEnd) must not reach a client
+        as one to run: the response ends with an error naming it (see ``StreamParser``). The last
+        call, cut by the output limit, keeps ``length``: each protocol's own word for a cut output."""
+        index, name = min(self.open_calls.items())
+        message = f"tool call {index} ({name}) ended without valid arguments"
+        self.issues.append(ParseIssue(message))
+        return message
 
     def record(self, reason: str, interventions: int) -> None:
         if self.recorded:
@@ -308,6 +324,8 @@ class _Run:
         error = None if done.error is None else str(getattr(done.error, "message", done.error))
         if done.error is not None:
             reason = "error"
+        elif self.open_calls and reason != "cancelled" and (reason != "length" or self.output_went_on):
+            reason, error = "error", self._unfinished_call()
         self.record(reason, done.guard_interventions)
         usage = self.pipeline.reported(self.usage)
         relaxed = list(getattr(self.seq.fence, "relaxed", None) or [])

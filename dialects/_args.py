@@ -164,6 +164,7 @@ class ArgsBuilder:
     def __init__(self) -> None:
         self.text = ""
         self.keys: set[str] = set()
+        self.whole_object = False
 
     def open(self, key: str) -> str:
         return self._add(("{" if not self.keys else ", ") + '"' + quote(key) + '": ', key)
@@ -177,5 +178,12 @@ class ArgsBuilder:
     def add(self, delta: str) -> str:
         return self._add(delta)
 
+    def whole(self, text: str) -> str:
+        """The arguments are ``text``, one JSON object read in one piece (nothing opened before)."""
+        self.whole_object = True
+        return self._add(text)
+
     def close(self) -> str:
+        if self.whole_object:
+            return ""
         return self._add("}" if self.keys else "{}")

@@ -4,17 +4,20 @@ between marker tokens (DeepSeek V3.1 / R1, Kimi K2).
 A subclass supplies the steps that read a call's head (``head_steps``: each consumes one decided
 piece or waits) and the literals that end the arguments (``args_end``). This base owns content,
 reasoning, the block, argument streaming (the JSON text as it arrives), the JSON check at the end
-of a call, skipping of malformed calls and the report of unclosed ones.
+of a call, skipping of malformed calls and the report of unclosed ones. A call whose arguments are
+not one JSON object ends without ``ToolCallEnd`` (the protocol in
+:class:`kvgate.core.dialect.StreamParser`); at the end of output a call whose arguments are already
+a complete object is completed (its end marker missing is reported).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Callable, Optional
 
 from kvgate.core.types import Tool, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from kvgate.dialects._args import ToolIndex
 from kvgate.dialects._stream import NEED_MORE, StateParser
+from kvgate.dialects._typing import json_object
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 MAX_HEAD = 512  # a call head longer than this without its end marker is malformed
@@ -117,13 +120,10 @@ class JsonCallParser(StateParser):
         return self.end_call()
 
     def end_call(self) -> bool:
-        try:
-            ok = isinstance(json.loads(self.args), dict)
-        except ValueError:
-            ok = False
-        if not ok:
+        if json_object(self.args):
+            self.emit(ToolCallEnd(self.index, self.args))
+        else:
             self.issue("tool call arguments are not a JSON object", self.raw)
-        self.emit(ToolCallEnd(self.index, self.args))
         self.index, self.call_open_now, self.raw = self.index + 1, False, ""
         return self.goto(self.block_body)
 
@@ -167,8 +167,7 @@ class JsonCallParser(StateParser):
         if tag is None and not self.final:
             return bool(head)
         self.issue(self.problem, self.raw)
-        if self.call_open_now:
-            self.emit(ToolCallEnd(self.index, self.args))
+        if self.call_open_now:  # started: it ends without ToolCallEnd
             self.index, self.call_open_now = self.index + 1, False
         self.raw = ""
         if tag == self.block_close:
@@ -179,8 +178,10 @@ class JsonCallParser(StateParser):
     def at_end(self) -> None:
         if self.call_open_now:
             self.raw += self.buf
-            self.issue("unclosed tool call", self.raw)
-            self.emit(ToolCallEnd(self.index, self.args))
-            self.call_open_now = False
+            complete = json_object(self.args)
+            self.issue("tool call ended without its end marker" if complete else "unclosed tool call", self.raw)
+            if complete:
+                self.emit(ToolCallEnd(self.index, self.args))
+            self.index, self.call_open_now = self.index + 1, False
         elif self.in_block:
             self.issue(f"unclosed {self.block_open} block", self.raw)

@@ -22,8 +22,12 @@ Parsing (incremental): text before ``<tool_call>`` is content, and a ``'\\n'`` r
 call belongs to the call. ``<think>``/``</think>`` delimit reasoning (one ``'\\n'`` after the
 opening tag, one before the closing tag and up to two after it are syntax). Lenient reading:
 any whitespace between JSON tokens and around the tags, a missing final ``</tool_call>`` at the
-end of output, arguments given as a JSON string (its decoded text becomes the arguments).
-Malformed JSON, an unknown tool name or an unclosed call give a ParseIssue with the raw text.
+end of output. Variants read into a completed call, each reported as a ParseIssue: arguments given
+as a JSON string that holds an object (Granite; its decoded text becomes the arguments; an empty
+string is ``{}``), the envelope's ``}`` missing before ``</tool_call>`` or the end of output (the
+arguments object is complete). An unknown tool name gives a ParseIssue with the raw text and no
+call. Arguments that are not one JSON object (malformed, unclosed, ``[...]``, a JSON string holding
+anything else) give a ParseIssue and the started call no ``ToolCallEnd`` (``StreamParser``'s rule).
 Namespaced tools are written ``namespace__name``; ToolCallStart carries the inner name and the
 namespace. ``call_id(index, written_name)`` names the calls.
 
@@ -33,6 +37,16 @@ against that tool's parameters + ``'}\n</tool_call>'``; more calls follow after 
 
 Serves: any model no other dialect claims (the fallback), a ChatML template more strongly. Variant:
 ``qwen25`` when the template carries the Qwen2.5 default system prompt, else ``qwen3``.
+
+Conventions where kvgate differs from vLLM's Hermes parser on its cases
+(tests/dialects/test_peer_cases_chatml_json.py):
+
+* ``"arguments": "hello"`` (a string holding no object): vLLM returns the arguments ``"hello"``;
+  kvgate never completes the call, so the response ends with an error.
+* The arguments object complete, the envelope's ``}`` missing at the end of output: vLLM drops the
+  call; kvgate completes it and reports the variant.
+* A variant read renders back canonically (``"arguments": {...}``, the ``}`` written), so the next
+  prompt differs from the generated text from that call on.
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Message, Tool, ToolCall, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
 from kvgate.dialects._args import ToolIndex, dumps, openai_tool
 from kvgate.dialects._stream import NEED_MORE, StateParser
+from kvgate.dialects._typing import json_object
 
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 TOOLS_HEAD = (
@@ -285,7 +300,7 @@ class ChatmlParser(StateParser):
         if not stripped:
             return self.final and self.malformed("tool call without arguments")
         self.raw += self.take(len(self.buf) - len(stripped))
-        if stripped[0] in "{[":
+        if stripped[0] == "{":
             self.depth, self.in_string, self.escaped = 0, False, False
             return self.goto(self.json_args)
         if stripped[0] == '"':
@@ -338,12 +353,21 @@ class ChatmlParser(StateParser):
                 return self.malformed("unterminated arguments string")
             return False
         self.raw += self.take(end)
-        self.args = value
-        if value:  # the decoded text is the arguments; the raw text already holds its spelling
-            self.emit(ToolCallArgsDelta(self.index, value))
+        value = value if value.strip() else "{}"  # an empty string: no arguments
+        if not json_object(value):
+            return self.malformed("arguments are a JSON string that does not hold a JSON object")
+        self.issue("arguments written as a JSON string holding the object", self.raw)
+        self.args = value  # the decoded text is the arguments; the raw text keeps the model's spelling
+        self.emit(ToolCallArgsDelta(self.index, value))
         return self.goto(self.call_tail)
 
     def call_tail(self) -> bool:
+        rest = self.buf.lstrip()
+        if not self.final and CALL_CLOSE.startswith(rest):
+            return False
+        if rest.startswith(CALL_CLOSE) or not rest:  # the arguments are complete: the call is too
+            self.issue("tool call closed without the '}' that ends its JSON", self.raw)
+            return self.goto(self.call_close)
         return self.expect_then(["}"], self.call_close)
 
     def call_close(self) -> bool:
@@ -358,11 +382,10 @@ class ChatmlParser(StateParser):
         return self.end_call()
 
     def end_call(self) -> bool:
-        try:
-            json.loads(self.args)
-        except ValueError:
-            self.issue("tool call arguments are not valid JSON", self.raw)
-        self.emit(ToolCallEnd(self.index, self.args))
+        if json_object(self.args):
+            self.emit(ToolCallEnd(self.index, self.args))
+        else:  # a started call that cannot complete ends without ToolCallEnd
+            self.issue("tool call arguments are not a JSON object", self.raw)
         self.index += 1
         return self.goto(self.plain_text)
 
@@ -381,8 +404,7 @@ class ChatmlParser(StateParser):
             self.issue(f"unknown tool {self.unknown!r}", self.raw)
         else:
             self.issue(self.problem, self.raw)
-            if self.name is not None:
-                self.emit(ToolCallEnd(self.index, self.args))
+            if self.name is not None:  # started: it ends without ToolCallEnd
                 self.index += 1
         return self.goto(self.plain_text)
 

@@ -20,7 +20,15 @@ Parsing: text before the block is content (the ``'\\n\\n'`` before it is syntax;
 is read too), ``<think>``/``</think>`` delimit reasoning, whitespace between tags is lenient, the
 end-of-sentence token is swallowed. Arguments are rebuilt as ``{"k": value, ...}`` (default JSON
 separators), string values streamed as they arrive. Duplicate parameters, an unknown tool, a
-``string="false"`` value that is not JSON and unclosed invokes/blocks give ParseIssues.
+``string="false"`` value that is not JSON and an unclosed block give ParseIssues; an invoke that is
+malformed or unclosed gives one and no ``ToolCallEnd`` (``kvgate.core.dialect.StreamParser``).
+Values are typed by the parameter's schema, which wins over the flag when the text reads as the
+schema's type: ``string="true"`` ``42`` for an integer is ``42``, ``string="false"`` ``20240116``
+for a string is ``"20240116"`` (:mod:`kvgate.dialects._typing`). Variants read and reported: those
+two, a JSON object as the invoke's body (no parameter tags) is the arguments, and one undeclared
+parameter ``arguments`` / ``input`` holding an object is the arguments (as vLLM reads them). The
+peers' cases are in tests/dialects/test_peer_cases_deepseek_dsml.py; kvgate agrees with vLLM on
+each, and reports the variants it read. A variant read renders back canonically.
 
 Fence grammar: ``auto`` lets text run until ``'\n\n<' + D + BLOCK + '>\n'``; then one or more
 INVOKEs of the request's tools, their PARAMs in any order, each at most once, every required one
@@ -46,6 +54,7 @@ from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import history_members, wire_value
 from kvgate.dialects._stream import NEED_MORE
 from kvgate.dialects._tagcall import THINK_CLOSE, THINK_OPEN, TagCallParser
+from kvgate.dialects._typing import json_object
 
 VARIANTS = {"v32": "function_calls", "v4": "tool_calls"}
 DSML = "｜DSML｜"
@@ -165,8 +174,8 @@ def qualified(call: ToolCall) -> str:
 class DsmlParser(TagCallParser):
     value_close = PARAM_CLOSE
     skip_until = INVOKE_CLOSE
-    tool_states = ("block_body", "invoke_name", "invoke_body", "param_head", "value_text", "skip_call",
-                   "skip_block")
+    tool_states = ("block_body", "invoke_name", "invoke_body", "json_body", "param_head", "value_text",
+                   "skip_call", "skip_block")
 
     def __init__(self, tools, call_id, start_in="content", block="function_calls", escaping=False):
         self.block_open, self.block_close = f"<{DSML}{block}>", f"</{DSML}{block}>"
@@ -234,8 +243,27 @@ class DsmlParser(TagCallParser):
         if state is NEED_MORE:
             return False
         if state is None:
+            if not self.args.keys and self.buf.lstrip().startswith("{"):
+                self.body = ""
+                return self.goto(self.json_body)
             return self.malformed(f"expected a parameter or {INVOKE_CLOSE}")
         return self.end_call() if state == "end" else self.goto(state)
+
+    def json_body(self) -> bool:
+        """State: the arguments written as one JSON object between the invoke's tags (a variant)."""
+        head, tag = self.scan([INVOKE_CLOSE])
+        self.raw += head + (tag or "")
+        self.body += head
+        if tag is None:
+            return bool(head)
+        if not json_object(self.body):
+            self.issue("the invoke's body is neither parameters nor a JSON object", self.raw)
+            self.fail_call()
+            self.raw = ""
+            return self.goto(self.block_body)
+        self.issue("arguments written as a JSON object in the invoke's body", self.raw)
+        self._delta(self.args.whole(self.body.strip()))
+        return self.end_call()
 
     def param_head(self) -> bool:
         pos = self.buf.find('">')

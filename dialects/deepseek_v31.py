@@ -19,7 +19,9 @@ Wire format (byte-exact; every ``<｜…｜>`` marker is one added token in Deep
 Parsing: text before ``<｜tool▁calls▁begin｜>`` is content, ``<think>``/``</think>`` delimit
 reasoning, the end-of-sentence token is swallowed, whitespace around markers is lenient (r1: the
 ``'\\n```json\\n'`` fence and ``'\\n```'`` are read with any whitespace). Arguments stream as they
-arrive; arguments that are not a JSON object, an unknown tool and unclosed calls give ParseIssues.
+arrive; an unknown tool gives a ParseIssue and no call; arguments that are not a JSON object give one
+and the started call no ``ToolCallEnd`` (``StreamParser``'s rule). At the end of output a call whose
+arguments object is complete is completed, its missing end marker reported.
 
 Fence grammar: ``auto`` lets text run until ``<｜tool▁calls▁begin｜>``; then one or more CALLs of
 the request's tools with arguments as JSON valid against the tool's parameters (written the way

@@ -26,7 +26,17 @@ Wire format (byte-exact; ``N`` is ``'\\n'`` for glm45 and ``''`` for glm47):
   glm47 ``'<|assistant|><think>'`` (thinking off: ``'<|assistant|></think>'``).
 
 Parsing reads either variant leniently (whitespace between tags, name ended by newline or ``<``);
-values are never stripped. Duplicate keys, unknown tools and unclosed calls give ParseIssues.
+values are never stripped. Duplicate keys and unknown tools give ParseIssues; a call that is
+malformed after its name or unclosed at the end of output gives one and no ``ToolCallEnd``
+(``kvgate.core.dialect.StreamParser``). Variant read and reported: an array or object value written
+with its quotes escaped (GLM-4.6, ``[{\\"a\\": 1}]``) is the JSON it spells when the parameter's schema
+says array or object (:mod:`kvgate.dialects._typing`); one undeclared parameter ``arguments`` /
+``input`` holding an object is the arguments.
+
+Conventions where kvgate differs from vLLM's GLM-4.5 / 4.7 parsers on their cases
+(tests/dialects/test_peer_cases_glm_xml.py): whitespace-only content before a call is sent as the
+model wrote it (vLLM: no content); ``<tool_call>`` with no name before the end of output is reported,
+not sent as content (vLLM: the text as content); variants read render back canonically.
 
 Fence grammar: ``auto`` lets text run until ``N + '<tool_call>'``; a call is a tool's name + ``N``,
 then its parameters in any order, each at most once and every required one before

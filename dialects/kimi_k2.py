@@ -23,8 +23,9 @@ compact JSON in the other); the template path renders whichever the checkpoint s
 
 Parsing: text before ``<|tool_calls_section_begin|>`` is content, ``<think>``/``</think>`` delimit
 reasoning, ``<|im_end|>`` is swallowed; the call's name is ID without ``functions.`` and ``:IDX``.
-Arguments stream as they arrive; arguments that are not a JSON object, an unknown tool and unclosed
-calls give ParseIssues.
+Arguments stream as they arrive; an unknown tool gives a ParseIssue and no call; arguments that are
+not a JSON object give one and the started call no ``ToolCallEnd`` (``StreamParser``'s rule). At the
+end of output a call whose arguments object is complete is completed, its missing end reported.
 
 Fence grammar: ``auto`` lets text run until ``<|tool_calls_section_begin|>``; then one or more
 CALLs of the request's tools (at most 16 in parallel), each ID numbered as the history will render

@@ -31,8 +31,10 @@ Parsing: ``'\\n\\n<tool_call>'`` (or one / no newline) starts a call; ``<think>`
 delimit reasoning. Values end at ``'\\n</parameter>'`` (or ``</parameter>``); one ``'\\n'`` after ``<parameter=KEY>`` is
 syntax. Values are typed by the tool's schema: raw text for a string parameter (``"123"`` stays a
 string), JSON otherwise (Python ``True``/``False``/``None`` read as JSON for a non-string
-parameter); a value that is not JSON stays a string. Duplicate keys, unknown tools, unclosed calls
-give ParseIssues.
+parameter); a value that is not JSON stays a string, one with escaped quotes that spells the
+array or object its schema wants is read as that JSON (reported, :mod:`kvgate.dialects._typing`).
+Duplicate keys and unknown tools give ParseIssues; a malformed or unclosed call gives one and no
+``ToolCallEnd`` (``kvgate.core.dialect.StreamParser``).
 
 Fence grammar: ``auto`` lets text run until ``<tool_call>`` (after ``'\\n\\n'`` when text came
 first); a call is ``'\\n<function=NAME>\\n'`` + its parameters in any order, each at most once,

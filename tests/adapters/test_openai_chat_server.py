@@ -249,3 +249,17 @@ def test_named_tool_choice_finishes_with_stop_through_sdk_stream_helper(client):
     assert choice.finish_reason == "stop"
     assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
     assert "tz" in json.loads(choice.message.tool_calls[0].function.arguments)
+
+
+def test_a_call_cut_by_a_stop_string_is_an_error_not_a_call_to_run(server, client):
+    """A forced call cut inside its arguments by a stop string cannot complete: both modes answer an
+    error naming the call (kvgate.core.dialect.StreamParser), never a call with partial arguments."""
+    body = {"model": "smollm2", "messages": WEATHER, "tools": TOOLS, "max_tokens": 40, "temperature": 0,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "stop": ['"city"']}
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(**body)
+    assert "tool call 0 (get_weather) ended without valid arguments" in str(caught.value)
+    chunks = raw_chunks(server, {**body, "stream": True})
+    assert [name for name, _ in streamed_tool_calls(chunks[:-1])] == ["get_weather"]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert "tool call 0 (get_weather) ended without valid arguments" in chunks[-1]["error"]["message"]

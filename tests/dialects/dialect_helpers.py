@@ -130,3 +130,24 @@ def calls(draw) -> list[ToolCall]:
 
 def weather_args_dumps(args: dict) -> str:
     return json.dumps(args, ensure_ascii=False)
+
+
+# ---- outcomes of a whole output (the peer-case tests compare these with the peers' expectations)
+
+def every_split(make_parser, text: str, content: str) -> list:
+    """Merged events of ``text`` fed whole; fed in two pieces split at every position, the same."""
+    return check_streaming(make_parser, text, [[i] for i in range(1, len(text))], content)
+
+
+def outcome(events) -> dict:
+    """What a client gets: content, completed calls (name, decoded arguments), calls started and
+    never ended (names), issue messages. Every ended call's arguments must be a JSON object."""
+    starts = {e.index: e.name for e in events if isinstance(e, ToolCallStart)}
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    for end in ends:
+        assert isinstance(json.loads(end.arguments), dict), end
+    ended = {e.index for e in ends}
+    return {"content": "".join(e.text for e in events if isinstance(e, TextDelta)),
+            "calls": [(starts[e.index], json.loads(e.arguments)) for e in ends],
+            "unfinished": [name for index, name in sorted(starts.items()) if index not in ended],
+            "issues": [i.message for i in issues(events)]}

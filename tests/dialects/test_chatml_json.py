@@ -57,7 +57,7 @@ def test_namespaced_tool_maps_back():
 def test_lenient_forms():
     text = 'Hi<tool_call> {"name":"get_weather","arguments":"{\\"city\\": \\"P\\"}"} '
     events = merge(feed(parser()(), [text]))
-    assert not issues(events)
+    assert [i.message for i in issues(events)] == ["arguments written as a JSON string holding the object"]
     assert events[-1] == ToolCallEnd(0, '{"city": "P"}')
 
 
@@ -71,10 +71,10 @@ def test_unknown_tool_is_reported_not_dropped():
 
 def test_malformed_and_unclosed_arguments():
     bad = feed(parser()(), ['<tool_call>\n{"name": "get_weather", "arguments": {"a": tru}}\n</tool_call>'])
-    assert issues(bad) and isinstance(bad[-1], ToolCallEnd)
+    assert issues(bad) and not [e for e in bad if isinstance(e, ToolCallEnd)]  # started, never ended
     unclosed = feed(parser()(), ['<tool_call>\n{"name": "get_weather", "arguments": {"a": "x'])
     assert any("unclosed" in i.message for i in issues(unclosed))
-    assert isinstance(unclosed[-1], ToolCallEnd)
+    assert not [e for e in unclosed if isinstance(e, ToolCallEnd)]
 
 
 def test_partial_tag_held_then_released_as_text():

@@ -124,6 +124,6 @@ def test_duplicate_parameter_bad_json_unknown_and_unclosed():
     unknown = parse(f'<{P}function_calls>\n<{P}invoke name="nope">\n</{P}invoke>\n</{P}function_calls>')
     assert "unknown tool 'nope'" in issues(unknown)[0].message
     unclosed = parse(f'Hi\n\n<{P}function_calls>\n<{P}invoke name="get_weather">\n<{P}parameter name="city" string="true">Par')
-    assert issues(unclosed)[0].message == "unclosed tool call" and unclosed[-1] == ToolCallEnd(0, '{"city": "Par"}')
+    assert issues(unclosed)[0].message == "unclosed tool call" and not any(isinstance(e, ToolCallEnd) for e in unclosed)
     open_block = parse(f'\n\n<{P}function_calls>\n<{P}invoke name="get_weather">\n</{P}invoke>\n')
     assert "unclosed" in issues(open_block)[-1].message

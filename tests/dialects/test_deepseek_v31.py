@@ -83,10 +83,11 @@ def parse(text, variant="v31"):
 def test_bad_arguments_unknown_tool_and_unclosed():
     bad = parse("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": <｜tool▁call▁end｜><｜tool▁calls▁end｜>")
     assert [i.message for i in issues(bad)] == ["tool call arguments are not a JSON object"]
+    assert not any(isinstance(e, ToolCallEnd) for e in bad)  # started, never ended
     unknown = parse("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>nope<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>after")
     assert "unknown tool 'nope'" in issues(unknown)[0].message and unknown[-1].text == "after"
     unclosed = parse("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"ci", "r1")
-    assert issues(unclosed)[0].message == "unclosed tool call" and unclosed[-1] == ToolCallEnd(0, '{"ci')
+    assert issues(unclosed)[0].message == "unclosed tool call" and not any(isinstance(e, ToolCallEnd) for e in unclosed)
 
 
 @st.composite

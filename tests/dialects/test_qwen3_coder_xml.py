@@ -116,7 +116,7 @@ def test_duplicate_unknown_and_unclosed():
     assert "unknown tool 'nope'" in issues(unknown)[0].message and unknown[-1].text == "after"
     unclosed = parse(head + "<parameter=city>\nPar")
     assert issues(unclosed)[0].message == "unclosed tool call"
-    assert unclosed[-1] == ToolCallEnd(0, '{"city": "Par"}')
+    assert not any(isinstance(e, ToolCallEnd) for e in unclosed)  # started, never ended
     assert WEATHER.name == "get_weather"
 
 
