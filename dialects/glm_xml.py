@@ -143,9 +143,15 @@ class GlmXml(Dialect):
 
     def render_messages(self, messages: list[Message], tools: list[Tool], tool_choice: ToolChoice,
                         *, thinking: Optional[bool] = None) -> list[dict[str, Any]]:
-        """Per-turn text of :class:`GlmChatFormat` as role/content dicts (role markers excluded)."""
-        return [{"role": role, "content": text}
-                for role, text in self.turns(messages, tools, thinking)]
+        """Per-turn text of :class:`GlmChatFormat` as role/content dicts (role markers excluded),
+        for the model's own template; a tool result goes as its raw content, since GLM's templates
+        write ``<|observation|>`` and the ``<tool_response>`` tags around it themselves."""
+        turns = self.turns(messages, tools, thinking)
+        head = len(turns) - len(messages)  # the tool list's system turn, when there are tools
+        out = [{"role": role, "content": text} for role, text in turns[:head]]
+        for (role, text), message in zip(turns[head:], messages):
+            out.append({"role": role, "content": message.content if role == "tool" else text})
+        return out
 
     def turns(self, messages: list[Message], tools: list[Tool],
               thinking: Optional[bool]) -> list[tuple[str, str]]:

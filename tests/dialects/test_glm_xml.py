@@ -31,6 +31,48 @@ def test_reference_goldens(variant, conv):
     assert GlmChatFormat(GlmXml(variant)).render(ChatRequest("m", messages)) == GOLDENS[(variant, conv)]
 
 
+GLM47_CONVERSATION = [
+    Message("system", "Be brief."), Message("user", "Weather in Zürich?"),
+    Message("assistant", "Checking.", reasoning="need tool", tool_calls=[
+        ToolCall("c1", "get_weather", '{"city": "Zürich", "days": 2}'), ToolCall("c2", "get_weather", '{"city": "Bern"}')]),
+    Message("tool", "sunny", tool_call_id="c1"), Message("tool", "rainy", tool_call_id="c2"),
+    Message("assistant", "It is sunny.", reasoning="done"), Message("user", "thanks")]
+# The bytes a published copy of GLM-4.7's chat template renders for GLM47_CONVERSATION with one tool
+# (get_weather, "Weather", city: string, days: integer) and the generation prompt.
+GLM47_OFFICIAL = (
+    "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    '{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": '
+    '{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}\n</tools>\n\n'
+    "For each function call, output the function name and arguments within the following XML format:\n"
+    "<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value><arg_key>"
+    "{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call><|system|>Be brief.<|user|>Weather in "
+    "Zürich?<|assistant|></think>Checking.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Zürich</arg_value>"
+    "<arg_key>days</arg_key><arg_value>2</arg_value></tool_call><tool_call>get_weather<arg_key>city</arg_key>"
+    "<arg_value>Bern</arg_value></tool_call><|observation|><tool_response>sunny</tool_response><tool_response>rainy"
+    "</tool_response><|assistant|></think>It is sunny.<|user|>thanks<|assistant|><think>")
+# A template of our own in the layout of GLM's published ones: role markers, and tool results wrapped
+# by the template (<|observation|> once per run of results, then the response tags).
+GLM_STYLE_TEMPLATE = (
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'tool' -%}{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}<|observation|>"
+    "{%- endif -%}<tool_response>{{ m.content }}</tool_response>"
+    "{%- else -%}<|{{ m.role }}|>{{ m.content }}{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}")
+
+
+def test_glm47_matches_its_published_template():
+    from kvgate.core.chat_format import JinjaChatFormat
+    from kvgate.core.types import Tool
+
+    tool = Tool("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"},
+                                                                            "days": {"type": "integer"}}})
+    request = ChatRequest("m", GLM47_CONVERSATION, tools=[tool])
+    assert GlmChatFormat(GlmXml("glm47")).render(request) == GLM47_OFFICIAL
+    # served on the defaults, the model's own template wraps the results: they reach it raw
+    assert JinjaChatFormat(GLM_STYLE_TEMPLATE, GlmXml("glm47"), {}).render(request) == GLM47_OFFICIAL
+
+
 def test_thinking_off_and_history_forms():
     glm45 = GlmChatFormat(GlmXml("glm45")).render(ChatRequest("m", TWO_CALLS[:1], reasoning=False))
     assert glm45 == "[gMASK]<sop><|user|>\nParis and Rome?/nothink<|assistant|>\n<think></think>"
