@@ -58,7 +58,8 @@ class Workload:
 
 
 def stream_chat(base_url: str, messages: list[dict], max_tokens: int, model: str = "smollm2") -> dict[str, Any]:
-    """One streamed chat request: TTFT (first streamed content), total time, answer, usage."""
+    """One streamed chat request: TTFT (first streamed content), total time, answer, usage, and the
+    worker SMG routed it to (its ``x-smg-routed-worker-id`` header; None without a router)."""
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     ttft, text, usage = None, [], {}
@@ -67,6 +68,7 @@ def stream_chat(base_url: str, messages: list[dict], max_tokens: int, model: str
         started = time.perf_counter()
         with client.stream("POST", base_url + "/v1/chat/completions", json=body) as response:
             response.raise_for_status()
+            worker = response.headers.get("x-smg-routed-worker-id")
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line.strip() == "data: [DONE]":
                     continue
@@ -78,7 +80,8 @@ def stream_chat(base_url: str, messages: list[dict], max_tokens: int, model: str
                         ttft = ttft if ttft is not None else time.perf_counter() - started
                         text.append(piece)
         total = time.perf_counter() - started
-    return {"ttft": ttft if ttft is not None else total, "total": total, "answer": "".join(text), "usage": usage}
+    return {"ttft": ttft if ttft is not None else total, "total": total, "answer": "".join(text), "usage": usage,
+            "worker": worker}
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
