@@ -48,7 +48,9 @@ def mtp_weights_from_hf(arch: LlamaArch, config: dict[str, Any], tensors: dict[s
     block_arch = arch
     if arch.moe is not None:  # the MTP block is sparse when the main layers at its index would be
         block_arch = attrs.evolve(arch, moe=attrs.evolve(arch.moe, sparse_layers=sparse_layers(config, index + 1)))
-    own = lambda name: prefix + name in tensors  # noqa: E731
+    def own(name: str) -> bool:  # the layer's own copy of a tensor it may share with the main model
+        return prefix + name in tensors
+
     weights = MtpWeights(
         enorm=take(prefix + "enorm.weight"), hnorm=take(prefix + "hnorm.weight"),
         eh_proj=take(prefix + "eh_proj.weight"),
