@@ -87,6 +87,9 @@ class EngineConfig:
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
     default_max_tokens: int = attrs.field(default=4096, validator=_non_negative)  # 0 = to the context end
     speculative_ngram: int = attrs.field(default=0, validator=_non_negative)  # draft length; 0 = off
+    # "mtp": the model's MTP layer drafts (speculative_mtp tokens a step); empty: n-gram when speculative_ngram > 0
+    speculative: str = attrs.field(default="", validator=_one_of("", "mtp"))
+    speculative_mtp: int = attrs.field(default=1, validator=_positive)  # MTP draft length (past 1 it chains)
     # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
     deterministic: bool = False
 

@@ -32,6 +32,13 @@ class Metrics:
                                   buckets=LATENCY_BUCKETS, registry=r)
         self.guard_interventions = Counter("kvgate_guard_interventions", "Generation guard interventions",
                                            registry=r)
+        self.draft_tokens = Counter("kvgate_spec_decode_draft_tokens", "Speculative draft tokens proposed",
+                                    registry=r)
+        self.vllm_draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (vLLM name)", registry=r)
+        self.accepted_tokens = Counter("kvgate_spec_decode_accepted_tokens", "Speculative draft tokens accepted",
+                                       registry=r)
+        self.vllm_accepted_tokens = Counter("vllm:spec_decode_num_accepted_tokens", "Accepted draft tokens (vLLM name)",
+                                            registry=r)
         self.parse_issues = Counter("kvgate_tool_parse_issues", "Malformed tool calls reported by the dialect parser",
                                     registry=r)
 
@@ -47,6 +54,12 @@ class Metrics:
         self.vllm_generation_tokens.inc(generated)
         self.guard_interventions.inc(interventions)
         self.parse_issues.inc(issues)
+
+    def drafts(self, drafted: int, accepted: int) -> None:
+        self.draft_tokens.inc(drafted)
+        self.vllm_draft_tokens.inc(drafted)
+        self.accepted_tokens.inc(accepted)
+        self.vllm_accepted_tokens.inc(accepted)
 
     def first_token(self, seconds: float) -> None:
         self.ttft.observe(seconds)

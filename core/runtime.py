@@ -14,12 +14,15 @@ session that was exported. ``fork`` and ``truncate`` are exact at *any* token fo
 (the cache truncates a restored session to a length inside a chunk, and forks resident sessions
 at any prefix length): a runtime whose auxiliary state is not per token must be able to rebuild
 it at any position.
+
+A runtime whose model carries its own draft layers (GLM-4.5's MTP layer) offers them as a
+:class:`DraftHead` (:meth:`ModelRuntime.draft_head`); the engine's speculative step drafts with it.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import attrs
 import torch
@@ -81,6 +84,20 @@ class Session:
         return len(self.tokens)
 
 
+class DraftHead(Protocol):
+    """A model's own draft layers: greedy guesses of the tokens that follow a session's next token.
+
+    What it drafts from (hidden states, its own per-position state) is auxiliary state of the
+    session, which the runtime keeps consistent under :meth:`ModelRuntime.fork` and
+    :meth:`ModelRuntime.truncate`; it is not part of exported chunks. A draft is only a guess: the
+    engine verifies every drafted token with the main model, so the output never depends on it.
+    """
+
+    def draft(self, session: Session, token: int, count: int) -> list[int]:
+        """Up to ``count`` tokens expected after ``token``, the token about to be appended to
+        ``session`` (not in it yet); fewer, or none, when the session lacks the state to draft from."""
+
+
 class ModelRuntime(abc.ABC):
     """One loaded model. Not thread-safe: the engine calls it from its single worker thread."""
 
@@ -116,6 +133,10 @@ class ModelRuntime(abc.ABC):
     @abc.abstractmethod
     def release(self, session: Session) -> None:
         """Return the session's blocks to the pool (shared blocks survive while referenced)."""
+
+    def draft_head(self) -> Optional[DraftHead]:
+        """The model's own draft layers when loaded (``[engine] speculative = "mtp"``), else None."""
+        return None
 
     # --- forward passes -------------------------------------------------------------------------
     @abc.abstractmethod

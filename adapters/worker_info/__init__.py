@@ -43,7 +43,8 @@ def server_info(ctx) -> dict[str, Any]:
             "max_running_requests": config.max_batch, "max_queued_requests": config.max_queue,
             "page_size": engine.runtime.block_size, "max_total_num_tokens": pool["blocks_total"] * engine.runtime.block_size,
             "chunked_prefill_size": config.prefill_chunk, "tp_size": 1, "dp_size": 1,
-            "speculative_ngram": config.speculative_ngram, "started_at": int(STARTED)}
+            "speculative_ngram": config.speculative_ngram,
+            "speculative": config.speculative, "started_at": int(STARTED)}
 
 
 def model_info(ctx) -> dict[str, Any]:

@@ -5,8 +5,8 @@ ready, runs one prefill chunk, then one decode step over every running sequence.
 joins the running batch as soon as its prompt is in state; it never waits for the others.
 
 The decode step is a strategy (:data:`kvgate.core.engine.steps.DecodeStep`) chosen from the
-``[engine]`` config: n-gram speculation when ``speculative_ngram`` > 0, else the plain batched
-step. The step functions reach the engine only through :class:`kvgate.core.engine.steps.StepHost`.
+``[engine]`` config: speculation with the model's MTP layer when ``speculative = "mtp"``, n-gram
+speculation when ``speculative_ngram`` > 0, else the plain batched step. The step functions reach the engine only through :class:`kvgate.core.engine.steps.StepHost`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Optional
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
-from kvgate.core.engine.speculative import speculative_decode_step
+from kvgate.core.engine.draft import HeadDrafts, NgramDrafts
+from kvgate.core.engine.speculative import SpeculativeStep
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
 from kvgate.core.errors import KvgateError, Overloaded
 from kvgate.core.runtime import ModelRuntime
@@ -39,9 +40,18 @@ class ServerShuttingDown(KvgateError):
     kind = "overloaded_error"
 
 
-def decode_step_for(config: EngineConfig) -> steps.DecodeStep:
-    """The decode strategy ``config`` asks for: speculative when ``speculative_ngram`` > 0."""
-    return speculative_decode_step if config.speculative_ngram > 0 else steps.decode_step
+def decode_step_for(config: EngineConfig, runtime: Optional[ModelRuntime] = None, metrics: Any = None) -> steps.DecodeStep:
+    """The decode strategy ``config`` asks for: MTP drafts with ``speculative = "mtp"`` (the
+    runtime must offer a draft head), n-gram drafts when ``speculative_ngram`` > 0, else plain."""
+    if config.speculative == "mtp":
+        head = runtime.draft_head() if runtime is not None else None
+        if head is None:
+            raise ValueError('[engine] speculative = "mtp" needs a model with an MTP layer loaded '
+                             "(GLM-4.5's num_nextn_predict_layers)")
+        return SpeculativeStep(HeadDrafts(head), config.speculative_mtp, metrics)
+    if config.speculative_ngram > 0:
+        return SpeculativeStep(NgramDrafts(), config.speculative_ngram, metrics)
+    return steps.decode_step
 
 
 class Engine:
@@ -61,7 +71,7 @@ class Engine:
         self._stopping = False
         self._draining = False  # shutting down: in-flight sequences end with an error, new ones are refused
         self._in_flight = 0  # submitted and not yet finished, wherever they are
-        self.decode_step: steps.DecodeStep = decode_step_for(config)
+        self.decode_step: steps.DecodeStep = decode_step_for(config, runtime, metrics)
 
     # --- called from any thread -----------------------------------------------------------------
     def start(self) -> None:

@@ -1,72 +1,34 @@
-"""N-gram (prompt-lookup) speculative decoding, fenced.
+"""Speculative decoding (n-gram or the model's MTP layer), fenced.
 
-Per running sequence: the tokens the fence forces come first in the draft (they need no logit
-work: the grammar allows nothing else), then a continuation proposed by matching the last n-gram
-of prompt + output against earlier text. The draft is checked on a clone of the fence, one token
-at a time, and verified in one forward pass (``runtime.prefill(session, [last] + draft,
-all_logits=True)``): at each position the fenced logits are sampled exactly as an ordinary step
-would, and the draft token is accepted only when it is the token sampled (for a deterministic
-draft this is exact speculative sampling; under greedy decoding the output is the one without
-speculation). The rejected tail is truncated from the session; only the accepted prefix advances
-the real fence (it takes the clone's state). A chosen token's logprobs, when asked for, come from
-the verifying forward's row at its position. Sequences without a draft go through the ordinary
-batched step.
+Per running sequence: a draft from a :class:`kvgate.core.engine.draft.DraftSource` (the tokens the
+fence forces first, then the source's continuation, cut where a clone of the fence refuses it:
+:func:`kvgate.core.engine.draft.draft_for`), verified in one forward pass
+(``runtime.prefill(session, [last] + draft, all_logits=True)``): at each position the fenced logits
+are sampled exactly as an ordinary step would, and the draft token is accepted only when it is the
+token sampled (for a deterministic draft this is exact speculative sampling; under greedy decoding
+the output is the one without speculation). The rejected tail is truncated from the session; only
+the accepted prefix advances the real fence (it takes the clone's state). A chosen token's
+logprobs, when asked for, come from the verifying forward's row at its position. Sequences without
+a draft go through the ordinary batched step.
 
-:func:`speculative_decode_step` is a :data:`kvgate.core.engine.steps.DecodeStep`: the engine
-chooses it over ``steps.decode_step`` when ``[engine] speculative_ngram`` (the draft length) is
-positive (see ``kvgate.core.engine.engine.decode_step_for``).
+A :class:`SpeculativeStep` is a :data:`kvgate.core.engine.steps.DecodeStep`: the engine chooses one
+over ``steps.decode_step`` from ``[engine]`` (see ``kvgate.core.engine.engine.decode_step_for``).
+It counts the tokens its source drafted and how many of them were accepted (forced tokens are not
+drafts), in :attr:`SpeculativeStep.stats` and the server metrics.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-import numpy as np
+import attrs
 
 from kvgate.core.engine import steps
+from kvgate.core.engine.draft import DraftSource, draft_for
 from kvgate.core.engine.sampling import TokenLogprobs, logprobs_for, sample
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.steps import StepHost
 from kvgate.core.errors import Overloaded
-
-NGRAM = 3
-
-
-def propose_ngram(tokens: list[int], max_draft: int, ngram: int = NGRAM) -> list[int]:
-    """Tokens that followed the latest earlier occurrence of the last ``n`` tokens (n = ngram..1)."""
-    if max_draft <= 0 or len(tokens) < 2:
-        return []
-    arr = np.asarray(tokens, dtype=np.int64)
-    for n in range(min(ngram, len(tokens) - 1), 0, -1):
-        tail = arr[-n:]
-        windows = np.lib.stride_tricks.sliding_window_view(arr[:-1], n)
-        hits = np.flatnonzero((windows == tail).all(axis=1))
-        if hits.size:
-            start = int(hits[-1]) + n
-            return [int(t) for t in arr[start:start + max_draft]]
-    return []
-
-
-def draft_for(seq: Sequence, max_draft: int, room: int) -> tuple[list[int], int]:
-    """(draft, how many of its first tokens the fence forces), checked against a fence clone."""
-    limit = min(max_draft, room)
-    if limit <= 0:
-        return [], 0
-    fence = seq.fence
-    forced = list(fence.forced_tokens()[:limit]) if fence is not None else []
-    history = seq.prompt + seq.output + forced
-    draft = forced + propose_ngram(history, limit - len(forced))
-    if fence is None or len(draft) == len(forced):
-        return draft, len(forced)
-    check = fence.clone()
-    for token in forced:
-        check.advance(token)
-    for index in range(len(forced), len(draft)):
-        check.set_budget(seq.budget_left() - index)
-        if draft[index] in seq.stop_token_ids or not check.allows(draft[index]):
-            return draft[:index], len(forced)
-        check.advance(draft[index])
-    return draft, len(forced)
 
 
 def verify(seq: Sequence, rows, draft: list[int], forced: int) -> tuple[list[int], object]:
@@ -118,7 +80,22 @@ def emit(engine: StepHost, seq: Sequence, tokens: list[int],
             return
 
 
-def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) -> None:
+@attrs.define
+class DraftStats:
+    drafted: int = 0  # tokens the source proposed (past the forced ones)
+    accepted: int = 0  # of those, the ones verification kept
+
+
+def accepted_drafts(chosen: list[int], draft: list[int]) -> int:
+    """How many leading draft tokens the verification chose."""
+    count = 0
+    while count < min(len(chosen), len(draft)) and chosen[count] == draft[count]:
+        count += 1
+    return count
+
+
+def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) -> int:
+    """Verify ``draft`` and emit what is chosen; returns how many drafted tokens were accepted."""
     session = seq.session
     base = session.length
     fed = [seq.output[-1]] + draft
@@ -126,28 +103,43 @@ def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) ->
         rows = steps.with_room(engine, len(fed), lambda: engine.runtime.prefill(session, fed, all_logits=True))
     except Overloaded as exc:
         engine.finish(seq, SequenceDone("error", exc))
-        return
+        return 0
     chosen, work = verify(seq, rows, draft, forced)
     engine.runtime.truncate(session, base + len(chosen))  # last + accepted drafts; the newest is fed next
     if work is not None:
         seq.fence.take_state(work)
     # the verifying forward's row at each position: what a plain step would have computed there
     emit(engine, seq, chosen, [logprobs_for(seq.params, rows[i], token) for i, token in enumerate(chosen)])
+    return accepted_drafts(chosen, draft)
 
 
-def speculative_decode_step(engine: StepHost, batch: list[Sequence], max_draft: Optional[int] = None) -> None:
+@attrs.define
+class SpeculativeStep:
     """Drop-in for ``steps.decode_step``: speculate where a draft exists, batch-decode the rest."""
-    max_draft = engine.config.speculative_ngram if max_draft is None else max_draft
-    plain: list[Sequence] = []
-    for seq in batch:
-        if seq.cancelled or seq.stop_requested:
-            plain.append(seq)
-            continue
-        room = min(seq.budget_left() - 1, engine.runtime.info.max_context - seq.computed - 2)
-        draft, forced = draft_for(seq, max_draft, room)
-        if draft:
-            speculate(engine, seq, draft, forced)
-        else:
-            plain.append(seq)
-    if plain:
-        steps.decode_step(engine, plain)
+
+    source: DraftSource
+    max_draft: int
+    metrics: Any = None  # kvgate.core.metrics.Metrics or None
+    stats: DraftStats = attrs.field(factory=DraftStats)
+
+    def __call__(self, engine: StepHost, batch: list[Sequence]) -> None:
+        plain: list[Sequence] = []
+        for seq in batch:
+            if seq.cancelled or seq.stop_requested:
+                plain.append(seq)
+                continue
+            room = min(seq.budget_left() - 1, engine.runtime.info.max_context - seq.computed - 2)
+            draft, forced = draft_for(seq, self.max_draft, room, self.source)
+            if draft:
+                accepted = speculate(engine, seq, draft, forced)
+                self.count(len(draft) - forced, max(accepted - forced, 0))
+            else:
+                plain.append(seq)
+        if plain:
+            steps.decode_step(engine, plain)
+
+    def count(self, drafted: int, accepted: int) -> None:
+        self.stats.drafted += drafted
+        self.stats.accepted += accepted
+        if self.metrics is not None and drafted:
+            self.metrics.drafts(drafted, accepted)

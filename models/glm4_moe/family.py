@@ -10,12 +10,15 @@ from kvgate.models.llama.layers import LlamaArch
 from kvgate.models.llama.loading import Family
 from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.moe.config import moe_from_hf_config
+from kvgate.models.mtp.runtime import MtpRuntime
+from kvgate.models.mtp.weights import mtp_weights_from_hf
 
 GLM4_MOE_NAMES = {"glm4_moe": "glm4_moe", "Glm4MoeForCausalLM": "glm4_moe"}
 
 
-class Glm4MoeRuntime(LlamaRuntime):
-    """The Llama runtime on GLM-4.5 weights; its chunks are the Llama layout under their own name."""
+class Glm4MoeRuntime(MtpRuntime, LlamaRuntime):
+    """The Llama runtime on GLM-4.5 weights; its chunks are the Llama layout under their own name.
+    With ``[engine] speculative = "mtp"`` its MTP layer (``num_nextn_predict_layers``) drafts."""
 
     STATE_NAME = "glm4moe-kv/1"
 
@@ -34,4 +37,5 @@ def glm4_moe_arch(config: dict[str, Any]) -> LlamaArch:
                         moe=moe_from_hf_config(config, arch.layers, scoring="sigmoid"))
 
 
-GLM4_MOE = Family("GLM-4.5", {*GLM4_MOE_NAMES, "glm4moe"}, glm4_moe_arch, Glm4MoeRuntime)
+GLM4_MOE = Family("GLM-4.5", {*GLM4_MOE_NAMES, "glm4moe"}, glm4_moe_arch, Glm4MoeRuntime,
+                  draft_weights=mtp_weights_from_hf)

@@ -68,8 +68,9 @@ class LlamaForward:
         gate, up = self._linear(normed, layer.gate_up).chunk(2, -1)
         return x + self._linear(F.silu(gate) * up, layer.down)
 
-    def _head(self, x: torch.Tensor) -> torch.Tensor:
-        return self._linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
+    def _head(self, x: torch.Tensor, all_rows: bool = True) -> torch.Tensor:
+        """Logits of every row of ``x`` (the last one only unless ``all_rows``)."""
+        return self._linear(self._norm(x if all_rows else x[-1:], self.weights.norm), self.weights.lm_head).float()
 
     def _context(self, index: int, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of the context slots of layer ``index``: a view for a slot range, else a gather."""
@@ -103,7 +104,7 @@ class LlamaForward:
                 out = attend(q, k, v)
             x = x + self._linear(out.reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
-        return self._head(x if all_logits else x[-1:])
+        return self._head(x, all_logits)
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor,
                context: Context, mask: Optional[torch.Tensor]) -> torch.Tensor:

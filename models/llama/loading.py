@@ -40,6 +40,8 @@ class Family:
     arch: Callable[[dict[str, Any]], Any]
     runtime: type = LlamaRuntime
     weights: Callable[..., Any] = LlamaWeights.from_hf_tensors
+    # (arch, config, tensors, main weights, dtype, device) -> the draft layers its runtime's attach_mtp takes
+    draft_weights: Optional[Callable[..., Any]] = None
 
 
 LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
@@ -64,7 +66,10 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    weights = family.weights(arch, load_weights(directory), dtype, device)
+    tensors = load_weights(directory)
+    weights = family.weights(arch, tensors, dtype, device)
+    draft = draft_weights(family, arch, config, tensors, weights, engine_config, dtype, device)
+    del tensors
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
@@ -76,8 +81,21 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     runtime = family.runtime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
                              specials, engine_config.block_size, engine_config.kv_pool_tokens,
                              engine_config.deterministic)
+    if draft is not None:
+        runtime.attach_mtp(draft)
     progress.stage("model ready")
     return runtime
+
+
+def draft_weights(family: Family, arch, config: dict[str, Any], tensors, weights, engine_config: EngineConfig,
+                  dtype, device) -> Any:
+    """The MTP layer's weights when ``[engine] speculative = "mtp"`` (a clear error for a model
+    without one), else None: the layer is not loaded unless it drafts."""
+    if engine_config.speculative != "mtp":
+        return None
+    if family.draft_weights is None:
+        raise ValueError(f'[engine] speculative = "mtp": {family.name} models have no MTP layer')
+    return family.draft_weights(arch, config, tensors, weights, dtype, device)
 
 
 def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,

@@ -27,6 +27,7 @@ from kvgate.models.block_tables import BlockTables
 
 class LlamaRuntime(BlockTables, ModelRuntime):
     STATE_NAME = "llama-kv/1"  # the chunk layout's name in :attr:`state_format` (a family reusing it renames it)
+    FORWARD = LlamaForward  # the forward class (a family that needs more of the forward subclasses it)
 
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, info: ModelInfo, tokenizer: Any,
                  chat_template: Optional[str], special_tokens: dict[str, str],
@@ -52,7 +53,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         arch = self.arch
         rotary = Rotary(arch.rotary_dim or arch.head_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(self.info.max_context, 8192))
-        return LlamaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+        return self.FORWARD(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
                             self.deterministic)
 
     @property

@@ -8,17 +8,27 @@ import typing
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.engine import Engine, decode_step_for
-from kvgate.core.engine.speculative import speculative_decode_step
+import pytest
+
+from kvgate.core.engine.draft import NgramDrafts
+from kvgate.core.engine.speculative import SpeculativeStep
 
 
 def test_speculation_is_chosen_by_the_engine_config():
     assert decode_step_for(EngineConfig()) is steps.decode_step
-    assert decode_step_for(EngineConfig(speculative_ngram=4)) is speculative_decode_step
+    step = decode_step_for(EngineConfig(speculative_ngram=4))
+    assert isinstance(step, SpeculativeStep) and step.source == NgramDrafts() and step.max_draft == 4
 
 
 def test_engine_built_with_speculation_decodes_speculatively(smollm2_runtime):
-    assert Engine(smollm2_runtime, EngineConfig(speculative_ngram=3)).decode_step is speculative_decode_step
+    step = Engine(smollm2_runtime, EngineConfig(speculative_ngram=3)).decode_step
+    assert isinstance(step, SpeculativeStep) and step.max_draft == 3
     assert Engine(smollm2_runtime, EngineConfig()).decode_step is steps.decode_step
+
+
+def test_mtp_speculation_needs_a_runtime_with_a_draft_head(smollm2_runtime):
+    with pytest.raises(ValueError, match="needs a model with an MTP layer"):
+        Engine(smollm2_runtime, EngineConfig(speculative="mtp"))
 
 
 def test_the_engine_offers_every_member_of_the_step_interface(smollm2_runtime):

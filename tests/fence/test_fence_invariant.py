@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from kvgate.core.engine.sequence import Sequence
-from kvgate.core.engine.speculative import draft_for, verify
+from kvgate.core.engine.draft import draft_for
+from kvgate.core.engine.speculative import verify
 from kvgate.core.fence import build_request_fence
 from kvgate.core.fence.check import check_calls, check_json
 from kvgate.core.types import ResponseFormat, SamplingParams, Tool

@@ -8,7 +8,7 @@ import pytest
 from kvgate.core.config import Config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.engine import speculative
-from kvgate.core.engine.speculative import propose_ngram
+from kvgate.core.engine.draft import propose_ngram
 from kvgate.core.fence import tokenizer_info
 from kvgate.core.types import ChatRequest, Message, SamplingParams, ToolChoice
 from kvgate.dialects.chatml_json import ChatmlJson

@@ -92,7 +92,8 @@ def build_tiny_family(directory, name: str):
     return model
 
 
-def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, cache_dir=None, **model_options):
+def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, cache_dir=None, speculative="",
+                     **model_options):
     """The runtime of a tiny HF directory or GGUF file (``cache_dir`` holds a GGUF's conversion)."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
@@ -104,5 +105,61 @@ def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096,
 
     source = resolve_source(str(directory))
     family = next(f for f in (QWEN3, QWEN3_MOE, GLM4_MOE, DEEPSEEK_V3, DEEPSEEK_V32) if source.architecture in f.names)
-    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
+    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, speculative=speculative)
     return load_runtime(source, ModelConfig(dtype=dtype, **model_options), engine, str(cache_dir or directory), family)
+
+
+def hf_layer_tensors(module, prefix: str) -> dict[str, torch.Tensor]:
+    """A transformers decoder layer's tensors under checkpoint names (stacked experts split per expert)."""
+    out = {}
+    for name, tensor in module.state_dict().items():
+        if name == "mlp.experts.gate_up_proj":
+            width = tensor.shape[1] // 2
+            for e in range(tensor.shape[0]):
+                out[f"{prefix}mlp.experts.{e}.gate_proj.weight"] = tensor[e, :width]
+                out[f"{prefix}mlp.experts.{e}.up_proj.weight"] = tensor[e, width:]
+        elif name == "mlp.experts.down_proj":
+            for e in range(tensor.shape[0]):
+                out[f"{prefix}mlp.experts.{e}.down_proj.weight"] = tensor[e]
+        else:
+            out[prefix + name] = tensor
+    return out
+
+
+def add_mtp_layer(directory, model, seed: int = 0) -> dict:
+    """Write a random MTP layer (transformers saves none) into a tiny GLM-4.5 directory under the
+    checkpoint names, ``model.layers.{num_hidden_layers}.*``, and declare it in config.json.
+
+    Returns its parts for a reference computation: ``block`` (a transformers decoder layer holding
+    the MTP block's weights), ``enorm``, ``hnorm``, ``eh_proj``, ``head_norm``, ``head``.
+    """
+    import copy
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    index = model.config.num_hidden_layers
+    generator = torch.Generator().manual_seed(seed)
+    block = copy.deepcopy(model.model.layers[index - 1])  # a sparse layer: the MTP block has experts
+    with torch.no_grad():
+        for name, param in block.named_parameters():
+            low, high = (0.5, 1.5) if "norm" in name else (-0.3, 0.3)
+            param.copy_(torch.rand(param.shape, generator=generator) * (high - low) + low)
+    hidden, vocab = model.config.hidden_size, model.config.vocab_size
+    parts = {"block": block, "enorm": torch.rand(hidden, generator=generator) + 0.5,
+             "hnorm": torch.rand(hidden, generator=generator) + 0.5,
+             "eh_proj": torch.randn(hidden, 2 * hidden, generator=generator) * 0.15,
+             "head_norm": torch.rand(hidden, generator=generator) + 0.5,
+             "head": torch.randn(vocab, hidden, generator=generator) * 0.5}
+    prefix = f"model.layers.{index}."
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors.update(hf_layer_tensors(block, prefix))
+    tensors.update({prefix + "enorm.weight": parts["enorm"], prefix + "hnorm.weight": parts["hnorm"],
+                    prefix + "eh_proj.weight": parts["eh_proj"], prefix + "shared_head.norm.weight": parts["head_norm"],
+                    prefix + "shared_head.head.weight": parts["head"]})
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"),
+              metadata={"format": "pt"})
+    config = json.loads((directory / "config.json").read_text())
+    config["num_nextn_predict_layers"] = 1
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return parts
