@@ -97,6 +97,11 @@ class Dialect(abc.ABC):
         factory's default."""
         return ""
 
+    def chat_format_without_template(self) -> str:
+        """The registered chat format that renders this dialect's prompts for a model that ships
+        no Jinja template (used when ``[model] chat_format`` is empty); "" = none."""
+        return ""
+
     def template_tools(self, tools: list[Tool]) -> Optional[list[dict[str, Any]]]:
         """The ``tools`` variable for the model's Jinja template, for a dialect whose template
         declares the tools itself (``render_messages`` then leaves them out); None = the template

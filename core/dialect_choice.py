@@ -65,18 +65,22 @@ def build_dialect(model: ModelConfig, dialects: Registry, architecture: str, cha
 def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRuntime) -> tuple[str, Dialect, Any]:
     """``(dialect name, dialect, chat format)`` serving this model.
 
-    A registered chat format (``[model] chat_format``) may bring its own variant of the dialect;
-    that one then parses and fences what the format renders.
+    A registered chat format (``[model] chat_format``, or for a model without a Jinja template the
+    one its dialect names) may bring its own variant of the dialect; that one then parses and
+    fences what the format renders.
     """
     dialects = collect(pm, "register_dialects", "dialect")
     template = runtime.chat_template or ""
     name, dialect = build_dialect(config.model, dialects, runtime.info.architecture, template)
-    if config.model.chat_format and config.model.chat_format != "jinja":
+    wanted = config.model.chat_format
+    if not wanted and not template:
+        wanted = dialect.chat_format_without_template()
+    if wanted and wanted != "jinja":
         formats = collect(pm, "register_chat_formats", "chat format")
-        if config.model.chat_format not in formats:
-            raise ConfigError(f"model.chat_format: unknown chat format {config.model.chat_format!r} "
+        if wanted not in formats:
+            raise ConfigError(f"model.chat_format: unknown chat format {wanted!r} "
                               f"(registered: jinja, {', '.join(formats.names())})")
-        chat_format = formats.get(config.model.chat_format)(runtime, dialect)
+        chat_format = formats.get(wanted)(runtime, dialect)
         dialect = adopt_format_dialect(config.model, dialect, chat_format)
         return getattr(dialect, "name", "") or name, dialect, chat_format
     if not template:

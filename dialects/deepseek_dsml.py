@@ -94,6 +94,9 @@ class DeepseekDsml(Dialect):
     def variant_for(cls, architecture: str, chat_template: str) -> str:
         return "v4" if "v4" in architecture.lower() else ""
 
+    def chat_format_without_template(self) -> str:
+        return "deepseek_" + self.variant  # V3.2 and V4 ship their prompt encoding as Python
+
     @property
     def literals(self) -> dict[str, str]:
         return {
