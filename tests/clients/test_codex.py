@@ -25,19 +25,28 @@ from tests.harness import ServerProcess
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 CODEX_DIR = REPO / ".cache" / "codex"
+CODEX_VERSION = "0.171.0"  # the version the README's recipe and the schema corpus were checked with
 PROMPT = "Reply with one word: yes or no?"
 MAX_OUTPUT_TOKENS = 64
 DEFAULTS = {"engine": {"default_max_tokens": MAX_OUTPUT_TOKENS}}  # everything else on the defaults
 
 
+def installed_version(binary: Path) -> str:
+    if not binary.exists():
+        return ""
+    result = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    return result.stdout.strip().split(" ")[-1]
+
+
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
     binary = CODEX_DIR / "node_modules" / ".bin" / "codex"
-    if not binary.exists():
+    if installed_version(binary) != CODEX_VERSION:
         if shutil.which("npm") is None:
             pytest.skip("npm is not installed")
         CODEX_DIR.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["npm", "install", "--prefix", str(CODEX_DIR), "@openai/codex"],
+        done = subprocess.run(["npm", "install", "--prefix", str(CODEX_DIR), f"@openai/codex@{CODEX_VERSION}"],
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0 or not binary.exists():
             pytest.skip(f"could not install @openai/codex from npm: {done.stderr[-500:]}")
