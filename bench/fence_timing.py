@@ -83,9 +83,9 @@ def timed_forward(runtime, timings: Timings):
         timings.forward.append(time.perf_counter() - start)
         return out
 
-    def timed_prefill(session, tokens, all_logits=False):
+    def timed_prefill(session, tokens, all_logits=False, **options):
         start = time.perf_counter()
-        out = prefill(session, tokens, all_logits=all_logits)
+        out = prefill(session, tokens, all_logits=all_logits, **options)
         if all_logits:
             timings.forward.append(time.perf_counter() - start)
         return out
