@@ -153,3 +153,28 @@ class StateParser(StreamParser):
         if literal.startswith(self.buf) and not self.final:
             return NEED_MORE
         return False
+
+
+class NewlineThinkStates:
+    """Reasoning states for the Qwen layout, ``'<think>' ['\\n'] reasoning ['\\n'] '</think>'``
+    then ``'\\n\\n'`` (or ``'\\n'``) before the text, for a :class:`StateParser` entering
+    :meth:`think_open` right after ``<think>``; text resumes in the state :meth:`text_state` names."""
+
+    def text_state(self) -> Callable[[], bool]:
+        raise NotImplementedError
+
+    def think_open(self) -> bool:
+        return self.optional("\n") is not NEED_MORE and self.goto(self.reasoning_text)
+
+    def reasoning_text(self) -> bool:
+        head, tag = self.scan(["\n</think>", "</think>"])
+        self.reasoning(head)
+        if tag is not None:
+            return self.goto(self.after_think)
+        return bool(head)
+
+    def after_think(self) -> bool:
+        got = self.optional("\n\n")
+        if got is NEED_MORE or (got is False and self.optional("\n") is NEED_MORE):
+            return False
+        return self.goto(self.text_state())

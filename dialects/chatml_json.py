@@ -63,7 +63,7 @@ from kvgate.core.fence.schema import exclude_markup, tool_parameters
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Message, Tool, ToolCall, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
 from kvgate.dialects._args import ToolIndex, dumps, openai_tool
-from kvgate.dialects._stream import NEED_MORE, StateParser
+from kvgate.dialects._stream import NEED_MORE, NewlineThinkStates, StateParser
 from kvgate.dialects._typing import json_object
 
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -203,7 +203,7 @@ def qualified(call: ToolCall) -> str:
 
 # ---- parsing (incremental; the format is in the module docstring)
 
-class ChatmlParser(StateParser):
+class ChatmlParser(NewlineThinkStates, StateParser):
     tool_states = ("call_head", "call_expect", "call_name", "call_args", "json_args", "string_args",
                    "call_tail", "call_close", "skip_call")
 
@@ -216,7 +216,7 @@ class ChatmlParser(StateParser):
 
     def start_state(self):
         return {"content": self.plain_text, "reasoning": self.reasoning_text,
-                "after_reasoning": self.think_close}[self.start_in]
+                "after_reasoning": self.after_think}[self.start_in]
 
     # ---- text and reasoning
 
@@ -230,24 +230,8 @@ class ChatmlParser(StateParser):
             return self.goto(self.call_head)
         return bool(head)
 
-    def think_open(self) -> bool:
-        got = self.optional("\n")
-        return got is not NEED_MORE and self.goto(self.reasoning_text)
-
-    def reasoning_text(self) -> bool:
-        head, tag = self.scan(["\n" + THINK_CLOSE, THINK_CLOSE])
-        self.reasoning(head)
-        if tag is not None:
-            return self.goto(self.think_close)
-        return bool(head)
-
-    def think_close(self) -> bool:
-        got = self.optional("\n\n")
-        if got is NEED_MORE:
-            return False
-        if got is False and self.optional("\n") is NEED_MORE:
-            return False
-        return self.goto(self.plain_text)
+    def text_state(self):
+        return self.plain_text
 
     # ---- one call: <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
 

@@ -58,7 +58,7 @@ from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import history_members, wire_value
 from kvgate.dialects._qwen_tools import DEFAULT_SYSTEM, tools_block
-from kvgate.dialects._stream import NEED_MORE
+from kvgate.dialects._stream import NEED_MORE, NewlineThinkStates
 from kvgate.dialects._tagcall import THINK_CLOSE, THINK_OPEN, TagCallParser
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -163,7 +163,7 @@ def qualified(call: ToolCall) -> str:
 
 # ---- parsing (incremental; the format is in the module docstring)
 
-class Qwen3CoderParser(TagCallParser):
+class Qwen3CoderParser(NewlineThinkStates, TagCallParser):
     value_close = VALUE_CLOSE
     value_closes = (PARAM_CLOSE,)
     skip_until = CALL_CLOSE
@@ -181,21 +181,8 @@ class Qwen3CoderParser(TagCallParser):
             return self.goto(self.call_head)
         return bool(head)
 
-    def think_open(self) -> bool:
-        return self.optional("\n") is not NEED_MORE and self.goto(self.reasoning_text)
-
-    def reasoning_text(self) -> bool:
-        head, tag = self.scan(["\n" + THINK_CLOSE, THINK_CLOSE])
-        self.reasoning(head)
-        if tag is not None:
-            return self.goto(self.after_think)
-        return bool(head)
-
-    def after_think(self) -> bool:
-        got = self.optional("\n\n")
-        if got is NEED_MORE or (got is False and self.optional("\n") is NEED_MORE):
-            return False
-        return self.goto(self.content)
+    def text_state(self):
+        return self.content
 
     def _literal(self, text: str, state, problem: str) -> bool:
         before = self.buf
