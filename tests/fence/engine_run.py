@@ -34,10 +34,16 @@ def generate(engine: Engine, runtime, dialect, request: ChatRequest, info, confi
                    max_tokens=max_tokens, stop_token_ids=frozenset(runtime.info.eos_token_ids),
                    deliver=inbox.put, fence=fence)
     engine.submit(seq)
+    out, done = collect(inbox)
+    return out, done, fence
+
+
+def collect(inbox: queue.Queue) -> tuple[list[int], SequenceDone]:
+    """The output tokens and the done message a sequence delivers to ``inbox``."""
     out: list[int] = []
     while True:
         message = inbox.get(timeout=300)
         if isinstance(message, TokenOut):
             out.append(message.token)
         elif isinstance(message, SequenceDone):
-            return out, message, fence
+            return out, message

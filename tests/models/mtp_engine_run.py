@@ -10,8 +10,9 @@ import torch
 
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine.engine import Engine
-from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.sequence import Sequence
 from kvgate.core.types import SamplingParams
+from tests.fence.engine_run import collect as collect_outputs
 from tests.models.test_families_server import write_checkpoint
 from tests.models.tiny_families import add_mtp_layer
 
@@ -47,11 +48,6 @@ def run_batch(runtime, config: EngineConfig, prompts: list[list[int]], fences: O
 
 
 def collect(inbox: queue.Queue) -> tuple[list[int], str]:
-    out: list[int] = []
-    while True:
-        message = inbox.get(timeout=300)
-        if isinstance(message, TokenOut):
-            out.append(message.token)
-        elif isinstance(message, SequenceDone):
-            assert message.reason in ("stop", "length"), message
-            return out, message.reason
+    out, done = collect_outputs(inbox)
+    assert done.reason in ("stop", "length"), done
+    return out, done.reason
