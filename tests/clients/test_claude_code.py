@@ -7,6 +7,13 @@ the server's default temperature lowered (see SERVER_TEMPERATURE), so the file s
 minutes: the first full-mode request is a cold prefill of ~20K tokens
 (2-3 minutes on 2 cores), its second turn is served from the prefix cache.
 
+A 135M model at 20K tokens often rambles past the output cap. Claude Code then runs its own
+recovery (up to three "Output token limit hit. Resume directly" requests on the same prefix) and
+ends the turn with "exceeded the N output token maximum". That is the model's answer, not a
+protocol failure: every request was accepted and streamed back whole, and the session goes on with
+``--continue``. The tests accept either ending and check what the server owes the client in both:
+no HTTP error, the session resumed, the prefix read from cache.
+
 The client is installed once into the repository's ignored ``.cache/claude-code`` folder and
 reused by later runs. It runs offline, with a throwaway HOME and stdin closed.
 """
@@ -33,7 +40,7 @@ SMOLLM2_CONTEXT = 8192  # SmolLM2-135M's trained context: the overflow test serv
 MAX_OUTPUT_TOKENS = 64
 # Claude Code sends no temperature: at 1.0 SmolLM2 rambles past the output limit on most turns, so
 # the server's default for requests without one is lowered ([sampling] temperature, as a user of a
-# small model would). It still samples, so a ramble is retried (from cache: seconds).
+# small model would). It still samples, and may still ramble (see the module docstring).
 SERVER_TEMPERATURE = 0.3
 RAMBLED = f"exceeded the {MAX_OUTPUT_TOKENS} output token maximum"
 
@@ -82,13 +89,14 @@ def run_claude(claude_bin: Path, server, workdir: Path, prompt: str, *args: str)
     return result.returncode, json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_until_answered(claude_bin, server, workdir: Path, prompt: str, *args: str) -> tuple[int, dict]:
-    for _ in range(6):  # a retry is served from cache: seconds
-        code, output = run_claude(claude_bin, server, workdir, prompt, *args)
-        print(f"claude -p {prompt!r} {' '.join(args)}: exit {code}, result {str(output.get('result'))[:200]!r}")
-        if RAMBLED not in str(output.get("result")):
-            break
-    return code, output
+def answered_or_rambled(output: dict) -> bool:
+    """The turn ended as Claude Code ends a well-formed exchange: an answer, or its own report that
+    the model kept writing past the cap (after its continuation requests), never an API error."""
+    if output.get("api_error_status") is not None or output.get("type") != "result":
+        return False
+    if output.get("is_error") is False:
+        return isinstance(output.get("result"), str) and bool(output["result"].strip())
+    return RAMBLED in str(output.get("result"))
 
 
 def prompt_token_counts(server) -> dict[str, float]:
@@ -106,34 +114,34 @@ def cached_prompt_tokens(server) -> float:
     return sum(value for source, value in prompt_token_counts(server).items() if source != "computed")
 
 
-def assert_success(code: int, output: dict, server) -> None:
-    assert code == 0, (output, server.log()[-3000:])
-    assert output["type"] == "result" and output["subtype"] == "success" and output["is_error"] is False
-    assert isinstance(output["result"], str) and output["result"].strip()
+def assert_turn_completed(code: int, output: dict, server) -> None:
+    print(f"claude: exit {code}, result {str(output.get('result'))[:200]!r}")
+    assert answered_or_rambled(output), (output, server.log()[-3000:])
+    assert code == (0 if output["is_error"] is False else 1)
+    messages = re.findall(r"POST /v1/messages\?beta=true (\d{3})", server.log())
+    assert messages and set(messages) == {"200"}, messages
 
 
 def test_full_mode_turn_and_a_second_turn_from_cache(claude_bin, server, tmp_path):
-    code, first = run_until_answered(claude_bin, server, tmp_path, "Say hello")
-    assert_success(code, first, server)
-    assert prompt_tokens(server) > 15000  # the full prompt, 24 tools (Claude Code's usage is 0 after a retry)
-    log = server.log()
-    assert "HEAD / 200" in log and "POST /v1/messages?beta=true 200" in log
+    code, first = run_claude(claude_bin, server, tmp_path, "Say hello")
+    assert_turn_completed(code, first, server)
+    assert prompt_tokens(server) > 15000  # the full prompt, 24 tools
+    assert "HEAD / 200" in server.log()
     before = cached_prompt_tokens(server)
-    code, second = run_until_answered(claude_bin, server, tmp_path, "Say goodbye", "--continue")
-    assert_success(code, second, server)
+    code, second = run_claude(claude_bin, server, tmp_path, "Say goodbye", "--continue")
+    assert_turn_completed(code, second, server)
+    assert second["session_id"] == first["session_id"]  # --continue resumed the first turn's session
     # the second turn resends the first one's prompt: all of it but the new message comes from cache
     assert second["usage"]["cache_read_input_tokens"] > 15000, second["usage"]
     assert cached_prompt_tokens(server) - before > 15000
 
 
 def test_bare_run_completes(claude_bin, server, tmp_path):
-    code, output = run_until_answered(claude_bin, server, tmp_path, "Say hello", "--bare")
-    assert_success(code, output, server)
+    code, output = run_claude(claude_bin, server, tmp_path, "Say hello", "--bare")
+    assert_turn_completed(code, output, server)
     usage = output["usage"]
     assert usage["input_tokens"] + usage["cache_read_input_tokens"] > 1000 and usage["output_tokens"] > 0
-    log = server.log()
-    assert "HEAD / 200" in log
-    assert "POST /v1/messages?beta=true 200" in log
+    assert "HEAD / 200" in server.log()
 
 
 def test_full_prompt_is_too_long_for_a_small_context(claude_bin, tmp_path):
