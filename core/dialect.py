@@ -38,6 +38,8 @@ ARCHITECTURE_MATCH = 100
 """``serves`` score of a dialect made for the model's architecture."""
 
 
+CLOSING_LITERAL_KEYS = ("value_close", "param_close", "call_close", "invoke_close", "block_close")
+
 class StreamParser(abc.ABC):
     """Per-response incremental parser. Feed decoded text as it arrives; events come out.
 
@@ -154,6 +156,15 @@ class Dialect(abc.ABC):
     def literals(self) -> dict[str, str]:
         """Named literal strings of the syntax (trigger, open/close tags, separators)."""
         return {}
+
+    @property
+    def closing_literals(self) -> list[str]:
+        """Literals that end an open structure, in the order the fence tries them when a call must
+        close before the token budget runs out (a raw value's end tag first, the block's end
+        last). The default takes the literals named in ``CLOSING_LITERAL_KEYS``; a dialect whose
+        names differ lists its own. A literal missing here can leave the fence without a way to
+        close a call in time, so it cannot promise a complete call at ``max_tokens``."""
+        return [self.literals[key] for key in CLOSING_LITERAL_KEYS if self.literals.get(key)]
 
     @property
     def trigger(self) -> str:

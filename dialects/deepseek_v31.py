@@ -84,6 +84,10 @@ class DeepseekV31(Dialect):
             "output_begin": "<｜tool▁output▁begin｜>", "output_end": "<｜tool▁output▁end｜>",
         }
 
+    @property
+    def closing_literals(self) -> list[str]:
+        return [self.literals["args_end"], CALLS_END]
+
     # ---- rendering
 
     def render_tool_call(self, name: str, arguments: str) -> str:

@@ -95,6 +95,10 @@ class KimiK2(Dialect):
             "id_prefix": "functions.", "think_open": "<think>", "think_close": "</think>",
         }
 
+    @property
+    def closing_literals(self) -> list[str]:
+        return [CALL_END, SECTION_END]
+
     # ---- rendering
 
     def call_id_text(self, call: ToolCall, index: int) -> str:

@@ -91,6 +91,10 @@ class Qwen3CoderXml(Dialect):
             "response_open": "<tool_response>", "response_close": "</tool_response>",
         }
 
+    @property
+    def closing_literals(self) -> list[str]:
+        return [VALUE_CLOSE, FUNCTION_CLOSE + "\n" + CALL_CLOSE]
+
     # ---- rendering
 
     def render_tool_call(self, name: str, arguments: str) -> str:

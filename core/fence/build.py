@@ -22,14 +22,15 @@ from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
 from kvgate.core.fence.schema_prepare import SchemaPreparer
 from kvgate.core.fence.tokens import TokenizerInfo
+from kvgate.core.dialect import CLOSING_LITERAL_KEYS
 from kvgate.core.types import ChatRequest
 
 CONSTRAINT_CACHE_SIZE = 64
-CLOSING_LITERAL_KEYS = ("value_close", "param_close", "call_close", "invoke_close", "block_close")
-
-
 def closing_literals(dialect: Any) -> list[str]:
-    literals = getattr(dialect, "literals", {}) or {}
+    own = getattr(dialect, "closing_literals", None)
+    if own is not None:
+        return list(own)
+    literals = getattr(dialect, "literals", {}) or {}  # a dialect outside the ABC: the named keys
     return [literals[key] for key in CLOSING_LITERAL_KEYS if literals.get(key)]
 
 

@@ -89,8 +89,9 @@ Node = Union[Lit, Seq, Alt, Repeat, Json, FreeText, TextThen, AnyOrder]
 
 def seq(*items: Node) -> Node:
     """A sequence with adjacent literals merged, empty literals dropped, and a literal that
-    precedes a choice moved into each option (so no literal lexeme is a prefix of another one
-    at the same position, which a greedy lexer could not split)."""
+    precedes or follows a choice moved into each option (so no literal lexeme is a prefix of
+    another one at the same position, which a greedy lexer could not split: ``END`` then
+    (nothing | ``BEGIN ...``) then ``CLOSE`` is written (``END CLOSE`` | ``END BEGIN ... CLOSE``))."""
     out: list[Node] = []
     for item in items:
         parts = list(item.items) if isinstance(item, Seq) else [item]
@@ -101,6 +102,8 @@ def seq(*items: Node) -> Node:
                 out[-1] = Lit(out[-1].text + part.text)
             elif out and isinstance(out[-1], Lit) and isinstance(part, Alt):
                 out[-1] = Alt(tuple(seq(out[-1], option) for option in part.options))
+            elif out and isinstance(out[-1], Alt) and isinstance(part, Lit):
+                out[-1] = Alt(tuple(seq(option, part) for option in out[-1].options))
             else:
                 out.append(part)
     if not out:

@@ -11,8 +11,14 @@ from kvgate.core.fence import build_request_fence
 from kvgate.core.fence.check import check_calls
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
+from kvgate.dialects.deepseek_v31 import DeepseekV31
 from kvgate.dialects.glm_xml import GlmXml
+from kvgate.dialects.kimi_k2 import KimiK2
+from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 from tests.fence.conftest import CLOCK, WEATHER, greedy_run, request
+
+DIALECTS = [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32"), Qwen3CoderXml(), DeepseekV31("v31"),
+            DeepseekV31("r1"), KimiK2("instruct")]
 
 
 def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
@@ -23,7 +29,7 @@ def run_to_budget(fence, tokenizer, prefer: str, budget: int) -> str:
     return tokenizer.decode(greedy_run(fence, lambda out: logits.clone(), budget))
 
 
-@pytest.mark.parametrize("dialect", [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")], ids=lambda d: d.name)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
 @pytest.mark.parametrize("spare", [0, 9, 40])
 def test_calls_close_within_the_budget(smol_info, smol_tokenizer, pm, config, dialect, spare):
     """With ``spare`` tokens more than the shortest complete call, the call always completes."""
@@ -82,7 +88,7 @@ def test_auto_text_cannot_open_a_call_it_cannot_finish(smol_info, smol_tokenizer
     assert rest and not any(mask[t] for t in rest if smol_info.token_bytes()[t].startswith(b"_call>"))
 
 
-@pytest.mark.parametrize("dialect", [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")], ids=lambda d: d.name)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
 @pytest.mark.parametrize("spare", [0, 9, 40])
 def test_calls_close_when_forced_runs_skip_the_logits(smol_info, smol_tokenizer, pm, config, dialect, spare):
     """Speculation takes ``forced_tokens()`` without computing a mask; the runs it gets must stop

@@ -10,25 +10,31 @@ import os
 import pytest
 
 from kvgate.core.types import Tool, ToolCall
+from kvgate.dialects.chatml_json import ChatmlJson
+from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.deepseek_v31 import DeepseekV31
+from kvgate.dialects.glm_xml import GlmXml
 from kvgate.dialects.kimi_k2 import KimiK2
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
-from tests.fence.conftest import Driver, args, request
+from tests.fence.conftest import WEATHER, Driver, args, request
 
 DIALECTS = [Qwen3CoderXml(), DeepseekV31("v31"), DeepseekV31("r1"), KimiK2("instruct"), KimiK2("thinking")]
 
 
 def calls_text(dialect, *calls: tuple[str, str]) -> str:
     items = [ToolCall(f"c{i}", name, arguments) for i, (name, arguments) in enumerate(calls)]
-    if isinstance(dialect, Qwen3CoderXml):
+    if isinstance(dialect, (Qwen3CoderXml, ChatmlJson)):
         return "\n".join(dialect.render_tool_call(c.name, c.arguments) for c in items)
+    if isinstance(dialect, GlmXml):
+        return "".join(dialect.sep + dialect.render_tool_call(c.name, c.arguments) for c in items)
     if isinstance(dialect, KimiK2):
         return dialect.render_calls(items, 0)
     return dialect.render_calls(items)
 
 
 def lead(dialect) -> str:
-    return "\n\n" if isinstance(dialect, Qwen3CoderXml) else ""
+    """What separates text from the first call in ``auto`` (the call's own text supplies the rest)."""
+    return {"qwen3_coder_xml": "\n\n", "chatml_json": "\n"}.get(dialect.name, "")
 
 
 def rejected(driver, text: str) -> bool:
@@ -62,6 +68,20 @@ class TestNewDialectFences:
         assert drive(dialect, request("named", "get_time")).accepts(calls_text(dialect, ("get_time", args(tz="UTC"))))
         other = calls_text(dialect, ("get_weather", args(city="x", days=1)))
         assert rejected(drive(dialect, request("named", "get_time")), other)
+
+
+@pytest.mark.parametrize("dialect", [*DIALECTS, ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32")],
+                         ids=lambda d: f"{d.name}-{getattr(d, 'variant', '')}")
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_one_tool_offered_one_call_may_end_the_turn(drive, dialect, mode):
+    """With a single tool, the end of a call is one literal that another call would extend; the
+    grammar must still let the turn end after it (a greedy lexer cannot split a literal that is a
+    prefix of another one at the same position)."""
+    text = "Checking." + lead(dialect) if mode == "auto" else ""
+    one = text + calls_text(dialect, ("get_weather", args(city="x", days=1)))
+    assert drive(dialect, request(mode, tools=(WEATHER,))).accepts(one)
+    two = text + calls_text(dialect, ("get_weather", args(city="x", days=1)), ("get_weather", args(city="y", days=3)))
+    assert drive(dialect, request(mode, tools=(WEATHER,))).accepts(two)
 
 
 COUNT = Tool("count", "", {"type": "object", "required": ["n", "label"], "properties": {
