@@ -24,7 +24,7 @@ MAX_HEAD = 512  # a call head longer than this without its end marker is malform
 
 
 class JsonCallParser(StateParser):
-    tool_states = ("block_body", "call_head", "call_args", "skip_call", "skip_block")
+    tool_states = ("block_body", "block_noise", "call_head", "call_args", "skip_call", "skip_block")
 
     def __init__(self, tools: list[Tool], call_id, start_in: str, *, block_open: str, block_close: str,
                  call_open: str, call_close: str, eos: str = ""):
@@ -81,8 +81,22 @@ class JsonCallParser(StateParser):
                 else:
                     self.raw, self.steps = self.call_open, self.head_steps()
                 return self.goto(state)
-        self.problem = f"expected {self.call_open} or {self.block_close} in the tool calls block"
-        return self.goto(self.skip_block)
+        return self.goto(self.block_noise)
+
+    def block_noise(self) -> bool:
+        """Text between the block's markers that belongs to no call: skipped and reported; the
+        block goes on at the next call or the block's end."""
+        head, tag = self.scan([self.call_open, self.block_close])
+        self.raw += head
+        if tag is None:
+            if self.final:
+                self.problem = f"expected {self.call_open} or {self.block_close} in the tool calls block"
+                return self.goto(self.skip_block)
+            return bool(head)
+        self.buf = tag + self.buf  # block_body reads the marker again
+        self.issue("text outside any call in the tool calls block ignored", self.raw)
+        self.raw = ""
+        return self.goto(self.block_body)
 
     # ---- one call
 

@@ -32,6 +32,7 @@ WRAPPER_KEYS = ("arguments", "input")
 class TagCallParser(StateParser):
     value_close = ""
     value_closes: tuple[str, ...] = ()  # more spellings of the value's end (lenient reading)
+    value_interrupts: dict[str, str] = {}  # a tag that ends a value left unclosed -> what it is
     skip_until = ""
 
     def __init__(self, tools: list[Tool], call_id: CallIdFactory, start_in: str = "content"):
@@ -79,7 +80,7 @@ class TagCallParser(StateParser):
 
     def begin_value(self, key: str, is_string: Optional[bool], after) -> bool:
         """Start one argument value; ``is_string`` is the wire's flag (DSML), None lets the schema decide."""
-        self.after_value = after
+        self.after_value, self.value_key = after, key
         self._release_held()
         if key in self.args.keys:
             self.issue(f"duplicate parameter {key!r}", self.raw)
@@ -101,14 +102,19 @@ class TagCallParser(StateParser):
         return key in WRAPPER_KEYS and schema is None and bool(declared) and not self.args.keys
 
     def value_text(self) -> bool:
-        head, tag = self.scan([self.value_close, *self.value_closes])
-        self.raw += head + (tag or "")
+        head, tag = self.scan([self.value_close, *self.value_closes, *self.value_interrupts])
+        interrupted = tag in self.value_interrupts
+        if interrupted:
+            self.buf = tag + self.buf  # the next state reads the tag again
+        self.raw += head + (tag if tag is not None and not interrupted else "")
         self.value_raw += head
         if self.value_mode == "string":
             self._emit_string(self.value_raw if tag is not None else self.decided(self.value_raw))
         if tag is None:
             return bool(head)
         self.close_value()
+        if interrupted:
+            self.issue(f"parameter {self.value_key!r} was not closed before {self.value_interrupts[tag]}", self.raw)
         return self.goto(self.after_value)
 
     def _emit_string(self, upto: str) -> None:

@@ -26,6 +26,9 @@ reasoning, ``<|im_end|>`` is swallowed; the call's name is ID without ``function
 Arguments stream as they arrive; an unknown tool gives a ParseIssue and no call; arguments that are
 not a JSON object give one and the started call no ``ToolCallEnd`` (``StreamParser``'s rule). At the
 end of output a call whose arguments object is complete is completed, its missing end reported.
+Variants read (each reported): text inside the section between calls is skipped; a bare counter
+ID (``0``) names the only tool when one is offered (with several, no tool: unknown). Text after
+the section stays content.
 
 Fence grammar: ``auto`` lets text run until ``<|tool_calls_section_begin|>``; then one or more
 CALLs of the request's tools (at most 16 in parallel), each ID numbered as the history will render
@@ -183,7 +186,11 @@ class KimiParser(JsonCallParser):
         written = self.upto(ARG_BEGIN)
         if written is None:
             return "tool call id too long" if self.too_long() else NEED_MORE
-        return self.begin_call(call_name(written))
+        name, offered = call_name(written), list(self.index_of_tools.tools)
+        if name.isdigit() and len(offered) == 1:  # a bare counter: the one tool there is
+            self.issue(f"a bare call id {name!r} read as the only tool {offered[0]!r}", self.raw)
+            name = offered[0]
+        return self.begin_call(name)
 
 
 @hookimpl

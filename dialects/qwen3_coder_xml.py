@@ -29,7 +29,8 @@ template text as recalled; the instruction paragraph is not byte-verified agains
 
 Parsing: ``'\\n\\n<tool_call>'`` (or one / no newline) starts a call; ``<think>``/``</think>``
 delimit reasoning. Values end at ``'\\n</parameter>'`` (or ``</parameter>``); one ``'\\n'`` after ``<parameter=KEY>`` is
-syntax. Values are typed by the tool's schema: raw text for a string parameter (``"123"`` stays a
+syntax; a value whose closing tag is missing ends at the next ``'\n<parameter='`` or
+``'\n</function>'`` (reported: "parameter 'K' was not closed before ..."). Values are typed by the tool's schema: raw text for a string parameter (``"123"`` stays a
 string), JSON otherwise (Python ``True``/``False``/``None`` read as JSON for a non-string
 parameter); a value that is not JSON stays a string, one with escaped quotes that spells the
 array or object its schema wants is read as that JSON (reported, :mod:`kvgate.dialects._typing`).
@@ -170,6 +171,7 @@ def qualified(call: ToolCall) -> str:
 class Qwen3CoderParser(NewlineThinkStates, TagCallParser):
     value_close = VALUE_CLOSE
     value_closes = (PARAM_CLOSE,)
+    value_interrupts = {"\n" + PARAM_OPEN: "the next parameter", "\n" + FUNCTION_CLOSE: "the end of the call"}
     skip_until = CALL_CLOSE
     tool_states = ("call_head", "call_name", "call_body", "param_key", "value_text", "call_end", "skip_call")
 
