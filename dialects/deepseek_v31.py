@@ -21,7 +21,8 @@ reasoning, the end-of-sentence token is swallowed, whitespace around markers is 
 ``'\\n```json\\n'`` fence and ``'\\n```'`` are read with any whitespace). Arguments stream as they
 arrive; an unknown tool gives a ParseIssue and no call; arguments that are not a JSON object give one
 and the started call no ``ToolCallEnd`` (``StreamParser``'s rule). At the end of output a call whose
-arguments object is complete is completed, its missing end marker reported.
+arguments object is complete is completed, its missing end marker reported. Text inside the block
+between calls is skipped (reported); text after the block stays content.
 
 Fence grammar: ``auto`` lets text run until ``<｜tool▁calls▁begin｜>``; then one or more CALLs of
 the request's tools with arguments as JSON valid against the tool's parameters (written the way
