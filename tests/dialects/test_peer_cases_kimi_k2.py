@@ -1,10 +1,13 @@
 """vLLM's Kimi K2 tool-parser cases on kimi_k2, fed whole and split at every position.
 
-Source: vLLM tests/tool_parsers/test_kimi_k2_tool_parser.py, as an external corpus of what models
-write (its ``_tool`` helper puts a space between the call ID and ``<|tool_call_argument_begin|>``).
+Sources: vLLM tests/tool_parsers/test_kimi_k2_tool_parser.py (its ``_tool`` helper puts a space
+between the call ID and ``<|tool_call_argument_begin|>``) and SGLang's KimiK2Detector unit tests
+(no space), as an external corpus of what models write.
 Where kvgate differs on purpose the case says why (the conventions are listed in
 :mod:`kvgate.dialects.kimi_k2`).
 """
+
+import json
 
 import pytest
 
@@ -13,6 +16,7 @@ from kvgate.core.types import Tool
 from kvgate.dialects.kimi_k2 import KimiK2
 
 VLLM = "vLLM tests/tool_parsers/test_kimi_k2_tool_parser.py::"
+SGLANG = "SGLang test_kimi_k2_detector.py::TestKimiK2Detector::"
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 TOOL_BEGIN, TOOL_END, ARG_BEGIN = "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_call_argument_begin|>"
 
@@ -23,7 +27,8 @@ def tool(name: str, *props: str) -> Tool:
 
 TOOLS = [tool("get_weather", "city", "unit"), tool("get_news", "topic"), tool("send_email", "to", "subject"),
          tool("process_html", "html"), Tool("process_data", "", {"type": "object"}), tool("test"), tool("bad", "city"),
-         tool("good", "city"), tool("valid", "city"), tool("search", "q"), tool("read_file", "path")]
+         tool("good", "city"), tool("valid", "city"), tool("search", "q"), tool("read_file", "path"),
+         tool("write_to_file", "path", "content"), tool("execute_command", "command")]
 
 
 def call(tool_id: str, args: str) -> str:
@@ -34,6 +39,7 @@ def section(*calls: str) -> str:
     return SECTION_BEGIN + "".join(calls) + SECTION_END
 
 
+NESTED = {"path": "x.md", "content": "# T\n```py\nd={'k': 1}\n```\ndone } { more"}
 BEIJING = call("functions.get_weather:0", '{"city": "Beijing"}')
 
 CASES = [  # (source, model output, content, completed calls, unfinished, issues)
@@ -80,6 +86,18 @@ CASES = [  # (source, model output, content, completed calls, unfinished, issues
     (VLLM + "TestStreamingEdgeCases::test_truncated_tool_call_no_end_marker",
      "I'll check. " + SECTION_BEGIN + TOOL_BEGIN + "functions.get_weather:0 " + ARG_BEGIN + '{"city": "Bei',
      "I'll check. ", [], ["get_weather"], ["unclosed tool call"]),
+    (SGLANG + "test_detect_and_parse_single",
+     "Let me help. " + section(f'{TOOL_BEGIN}functions.execute_command:0{ARG_BEGIN}{{"command": "ls"}}{TOOL_END}'),
+     "Let me help. ", [("execute_command", {"command": "ls"})], [], []),
+    (SGLANG + "test_detect_and_parse_multiple",
+     section(f'{TOOL_BEGIN}functions.write_to_file:0{ARG_BEGIN}{{"path": "a.txt", "content": "hi"}}{TOOL_END}',
+             f'{TOOL_BEGIN}functions.execute_command:1{ARG_BEGIN}{{"command": "ls"}}{TOOL_END}'), "",
+     [("write_to_file", {"path": "a.txt", "content": "hi"}), ("execute_command", {"command": "ls"})], [], []),
+    (SGLANG + "test_detect_and_parse_nested_braces_not_truncated",
+     section(TOOL_BEGIN + "functions.write_to_file:0" + ARG_BEGIN + json.dumps(NESTED) + TOOL_END), "",
+     [("write_to_file", NESTED)], [], []),
+    (SGLANG + "test_stream_empty_args", section(f"{TOOL_BEGIN}functions.execute_command:0{ARG_BEGIN}{{}}{TOOL_END}"),
+     "", [("execute_command", {})], [], []),
     # convention: vLLM drops text after the block; kvgate never drops what the model wrote
     (VLLM + "TestStreamingEdgeCases::test_content_after_tool_section",
      "Before. " + section(call("functions.get_weather:0", '{"city": "Tokyo"} ')) + " After tools.",

@@ -1,7 +1,8 @@
 """vLLM's Qwen3-Coder tool-parser cases on qwen3_coder_xml, fed whole and split at every position.
 
-Source: vLLM tests/tool_parsers/test_qwen3coder_tool_parser.py (the coder and engine parsers), as an
-external corpus of what models write. Where kvgate differs on purpose the case says why (the
+Sources: vLLM tests/tool_parsers/test_qwen3coder_tool_parser.py (the coder and engine parsers) and
+SGLang's Qwen3CoderDetector unit tests (test_qwen3_coder_detector.py and the malformed-parameter-end
+test), as an external corpus of what models write. Where kvgate differs on purpose the case says why (the
 conventions are listed in :mod:`kvgate.dialects.qwen3_coder_xml`).
 """
 
@@ -12,6 +13,8 @@ from kvgate.core.types import Tool
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 
 VLLM = "vLLM tests/tool_parsers/test_qwen3coder_tool_parser.py::"
+SGLANG = "SGLang test_qwen3_coder_detector.py::TestQwen3CoderDetector::"
+SGLANG_END = "SGLang TestQwen3CoderDetectorMalformedParameterEnd::"
 NULLABLE = lambda kind, **extra: {"anyOf": [{"type": kind, **extra}, {"type": "null"}]}  # noqa: E731
 
 TOOLS = [
@@ -32,6 +35,9 @@ TOOLS = [
         "query": NULLABLE("string"), "count": {**NULLABLE("integer"), "default": 5}, "verbose": NULLABLE("boolean")}}),
     Tool("update_record", "", {"type": "object", "properties": {"data": NULLABLE("object")}}),
     Tool("greet", "", {"type": "object", "properties": {"message": {"type": "string"}}}),
+    Tool("execute_bash", "", {"type": "object", "properties": {"command": {"type": "string"}}}),
+    Tool("get_weather", "", {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}}}),
 ]
 
 
@@ -96,6 +102,34 @@ CASES = [  # (source, model output, content, completed calls, unfinished, issues
      call("update_record", param("data", '{"key": "value", "count": 42}', False)), "",
      [("update_record", {"data": {"key": "value", "count": 42}})], [], []),
     (VLLM + "test_streaming_multi_param_single_chunk", DALLAS, "", [("get_current_weather", DALLAS_ARGS)], [], []),
+    # convention: the newline before <tool_call> is syntax (the template writes the text stripped, then the call)
+    (SGLANG + "test_detect_and_parse_single_call",
+     "thinking done\n" + call("execute_bash", param("command", "pwd && ls", False)), "thinking done",
+     [("execute_bash", {"command": "pwd && ls"})], [], []),
+    (SGLANG + "test_detect_and_parse_two_calls",
+     call("execute_bash", param("command", "ls", False)) + "\n" + call("execute_bash", param("command", "pwd", False)),
+     "", [("execute_bash", {"command": "ls"}), ("execute_bash", {"command": "pwd"})], [], []),
+    (SGLANG + "test_detect_and_parse_malformed_skipped",
+     "<tool_call>\nthis is not valid xml\n</tool_call>\n" + call("execute_bash", param("command", "ls", False)), "",
+     [("execute_bash", {"command": "ls"})], [], ["expected <function=NAME> in a tool call"]),
+    (SGLANG + "test_detect_and_parse_unknown_function", call("mystery", param("x", "1", False)), "", [], [],
+     ["unknown tool 'mystery'"]),
+    # convention: values are raw text (the template writes them unescaped): entities stay as written
+    (SGLANG + "test_safe_val_html_unescape", call("execute_bash", param("command", "echo &quot;hi&quot; &amp;&amp; ls", False)),
+     "", [("execute_bash", {"command": "echo &quot;hi&quot; &amp;&amp; ls"})], [], []),
+    (SGLANG_END + "test_well_formed_value_unchanged",
+     call("get_weather", param("city", "Shanghai"), param("days", "3")), "",
+     [("get_weather", {"city": "Shanghai", "days": 3})], [], []),
+    (SGLANG_END + "test_angle_brackets_inside_value_are_kept",
+     call("get_weather", param("city", "a <b>tag</b> city"), param("days", "3")), "",
+     [("get_weather", {"city": "a <b>tag</b> city", "days": 3})], [], []),
+    # convention: a misspelled close tag is text of the value (the next tag still ends it, reported);
+    # SGLang strips it. Under the fence the tag cannot drift.
+    (SGLANG_END + "test_non_streaming_strips_drifted_end_marker",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nShanghai\n</parameter1>\n" + param("days", "3")
+     + "</function>\n</tool_call>", "",
+     [("get_weather", {"city": "Shanghai\n</parameter1>", "days": 3})], [],
+     ["parameter 'city' was not closed before the next parameter"]),
     (VLLM + "test_no_double_serialization_string_args", call("greet", param("message", "hello world", False)), "",
      [("greet", {"message": "hello world"})], [], []),
 ]
