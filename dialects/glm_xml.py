@@ -31,7 +31,8 @@ malformed after its name or unclosed at the end of output gives one and no ``Too
 (``kvgate.core.dialect.StreamParser``). Variant read and reported: an array or object value written
 with its quotes escaped (GLM-4.6, ``[{\\"a\\": 1}]``) is the JSON it spells when the parameter's schema
 says array or object (:mod:`kvgate.dialects._typing`); one undeclared parameter ``arguments`` /
-``input`` holding an object is the arguments.
+``input`` holding an object is the arguments; a literal backslash-n written as the separator between
+tags (``get_weather\\n<arg_key>``, seen from GLM-4) reads as the newline.
 
 Conventions where kvgate differs from vLLM's GLM-4.5 / 4.7 parsers on their cases
 (tests/dialects/test_peer_cases_glm_xml.py): whitespace-only content before a call is sent as the
@@ -233,10 +234,14 @@ def qualified(call: ToolCall) -> str:
 
 # ---- parsing (incremental; the format is in the module docstring)
 
+ESCAPED_NEWLINE = "\\n"  # a backslash and an n, as some GLM-4 outputs spell the separator
+
+
 class GlmParser(TagCallParser):
     value_close = VALUE_CLOSE
     skip_until = CALL_CLOSE
     tool_states = ("call_name", "call_body", "arg_key", "arg_value_open", "value_text", "skip_call")
+    escaped_in_call = -1  # the call whose literal '\\n' separators were reported
 
     def content(self) -> bool:
         head, tag = self.scan(["\n" + THINK_OPEN, THINK_OPEN, THINK_CLOSE, "\n" + CALL_OPEN, CALL_OPEN])
@@ -264,10 +269,34 @@ class GlmParser(TagCallParser):
         self.raw += name
         if self.buf.startswith("\n"):
             self.raw += self.take(1)
-        return self.begin_call(name.strip(), self.call_body)
+        name = name.strip()
+        if name.endswith(ESCAPED_NEWLINE):
+            name = name[: -len(ESCAPED_NEWLINE)].rstrip()
+            self.escaped_newline()
+        return self.begin_call(name, self.call_body)
+
+    def escaped_newline(self) -> None:
+        if self.escaped_in_call != self.index:  # once per call
+            self.escaped_in_call = self.index
+            self.issue("a literal '\\n' between tags read as a newline", self.raw)
+
+    def skip_escaped_newlines(self) -> bool:
+        """Drop literal ``\\n`` separators before the next tag (GLM-4 models write them); False
+        while the buffer ends inside one."""
+        stripped = self.buf.lstrip(" \t\r\n")
+        if not stripped.startswith(ESCAPED_NEWLINE):
+            return self.final or not ESCAPED_NEWLINE.startswith(stripped) or not stripped
+        while stripped.startswith(ESCAPED_NEWLINE):
+            stripped = stripped[len(ESCAPED_NEWLINE):].lstrip(" \t\r\n")
+        self.raw += self.buf[: len(self.buf) - len(stripped)]
+        self.buf = stripped
+        self.escaped_newline()
+        return True
 
     def call_body(self) -> bool:
         if self.final and not self.buf.strip():
+            return False
+        if not self.skip_escaped_newlines():
             return False
         for literal, state in ((KEY_OPEN, self.arg_key), (CALL_CLOSE, None)):
             before = self.buf
@@ -291,6 +320,8 @@ class GlmParser(TagCallParser):
         return bool(head)
 
     def arg_value_open(self) -> bool:
+        if not self.skip_escaped_newlines():
+            return False
         before = self.buf
         got = self.expect(VALUE_OPEN)
         if got is NEED_MORE:

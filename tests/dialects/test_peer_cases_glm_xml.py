@@ -1,6 +1,7 @@
 """vLLM's GLM-4.5 / 4.7 tool-parser cases on glm_xml, fed whole and split at every position.
 
-Sources: vLLM tests/tool_parsers/test_glm47_moe_tool_parser.py and test_glm4_moe_tool_parser.py, as
+Sources: vLLM tests/tool_parsers/test_glm47_moe_tool_parser.py and test_glm4_moe_tool_parser.py, and
+SGLang's Glm4MoeDetector tests (the GLM-4 / GLM-4.7 separator variants, as vendored by rtp-llm), as
 an external corpus of what models write; plus GLM-4.6's escaped-quote arrays and objects (the
 issue "More tool dialects"). Where kvgate differs on purpose the case says why (the conventions
 are listed in :mod:`kvgate.dialects.glm_xml`).
@@ -16,13 +17,14 @@ from kvgate.dialects.glm_xml import GlmXml
 
 GLM47 = "vLLM tests/tool_parsers/test_glm47_moe_tool_parser.py::TestGlm47ExtractToolCalls::"
 GLM4 = "vLLM tests/tool_parsers/test_glm4_moe_tool_parser.py::"
+SGLANG = "SGLang test_glm4_moe_detector.py::TestGlm4MoeDetector::"
 
 
 def tool(name: str, **props) -> Tool:
     return Tool(name, "", {"type": "object", "properties": {k: {"type": t} for k, t in props.items()}})
 
 
-TOOLS = [tool("get_current_date"), tool("get_weather", city="string", date="string"), tool("get_time"),
+TOOLS = [tool("get_current_date"), tool("get_weather", city="string", date="string", unit="string"), tool("get_time"),
          tool("send", message="string", s="string", greeting="string", emoji="string", code="string"),
          Tool("calculate", "", {}), tool("plan", items="array", meta="object")]
 
@@ -37,6 +39,7 @@ def call(name: str, body: str = "") -> str:
 
 DATE = call("get_current_date")
 BEIJING = call("get_weather", arg("city", "Beijing"))
+LITERAL_NEWLINE = "a literal '\\n' between tags read as a newline"
 ESCAPED = "a value written with escaped quotes read as the parameter's JSON"
 
 CASES = [  # (source, model output, content, completed calls, unfinished, issues)
@@ -64,6 +67,23 @@ CASES = [  # (source, model output, content, completed calls, unfinished, issues
     (GLM4 + "test_malformed_tool_call_no_regex_match", "<tool_call>   ", "", [], [], ["unclosed tool call"]),
     (GLM4 + "test_unicode_characters_preserved", call("send", arg("greeting", "你好世界") + arg("emoji", "🎉")), "",
      [("send", {"greeting": "你好世界", "emoji": "🎉"})], [], []),
+    (SGLANG + "test_with_args_newline_separator", call("get_weather", "\n" + arg("city", "杭州", "\n")), "",
+     [("get_weather", {"city": "杭州"})], [], []),
+    (SGLANG + "test_with_args_literal_newline_separator",
+     call("get_weather", "\\n" + arg("city", "杭州", "\\n")), "", [("get_weather", {"city": "杭州"})], [], [LITERAL_NEWLINE]),
+    (SGLANG + "test_with_args_no_separator", call("get_weather", arg("city", "杭州")), "",
+     [("get_weather", {"city": "杭州"})], [], []),
+    (SGLANG + "test_no_args_literal_newline_separator", "<tool_call>get_time\\n</tool_call>", "",
+     [("get_time", {})], [], [LITERAL_NEWLINE]),
+    (SGLANG + "test_no_args_no_separator", call("get_time"), "", [("get_time", {})], [], []),
+    (SGLANG + "test_multiple_args_newline_separator",
+     call("get_weather", "\n" + arg("city", "杭州", "\n") + arg("unit", "celsius", "\n")), "",
+     [("get_weather", {"city": "杭州", "unit": "celsius"})], [], []),
+    (SGLANG + "test_multiple_tool_calls", call("get_weather", arg("city", "杭州")) + call("get_weather", arg("city", "北京")),
+     "", [("get_weather", {"city": "杭州"}), ("get_weather", {"city": "北京"})], [], []),
+    (SGLANG + "test_normal_text_before_tool_call", "让我查询天气" + call("get_weather", arg("city", "杭州")), "让我查询天气",
+     [("get_weather", {"city": "杭州"})], [], []),
+    (SGLANG + "test_no_tool_call", "这是普通文本，没有工具调用", "这是普通文本，没有工具调用", [], [], []),
     ("issue: GLM-4.6 escaped-quote array", call("plan", arg("items", '[{\\"a\\": 1}]')), "",
      [("plan", {"items": [{"a": 1}]})], [], [ESCAPED]),
     ("issue: GLM-4.6 escaped-quote object", call("plan", arg("meta", '{\\"k\\": \\"v \\\\\\"q\\\\\\"\\"}')), "",
