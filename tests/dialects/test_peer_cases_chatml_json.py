@@ -1,9 +1,11 @@
 """vLLM's Hermes tool-parser cases on chatml_json, fed whole and split at every position.
 
-Source: vLLM tests/tool_parsers/test_hermes_tool_parser.py (Hermes2ProToolParser), as an external
-corpus of what models write. Each case names its test; where kvgate differs on purpose, the case
+Sources: vLLM tests/tool_parsers/test_hermes_tool_parser.py (Hermes2ProToolParser) and SGLang's
+Qwen25Detector unit tests (test_qwen25_detector.py), as an external corpus of what models write. Each case names its test; where kvgate differs on purpose, the case
 says why (the conventions are listed in :mod:`kvgate.dialects.chatml_json`).
 """
+
+import json
 
 import pytest
 
@@ -76,3 +78,42 @@ def test_empty_string_arguments_are_no_arguments():
     text = '<tool_call>\n{"name": "do_thing", "arguments": ""}\n</tool_call>'
     events = every_split(lambda: ChatmlJson().new_parser(TOOLS, call_id), text, "")
     assert outcome(events) == {"content": "", "calls": [("do_thing", {})], "unfinished": [], "issues": [STRING_ARGS]}
+
+
+SGLANG = "SGLang test_qwen25_detector.py::TestQwen25Detector::"
+SGLANG_TOOLS = [Tool("get_weather", "", {"type": "object", "required": ["city"], "properties": {
+    "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}),
+    Tool("search", "", {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}})]
+
+
+def sglang_call(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+SGLANG_CASES = [  # (test name, model output, content, completed calls, unfinished calls, issues)
+    ("test_single_tool_call", sglang_call("get_weather", {"city": "Beijing"}), "",
+     [("get_weather", {"city": "Beijing"})], [], []),
+    # convention: SGLang strips the text before a call; kvgate sends it as the model wrote it
+    ("test_normal_text_before_tool_call", "Let me check the weather. " + sglang_call("get_weather", {"city": "Tokyo"}),
+     "Let me check the weather. ", [("get_weather", {"city": "Tokyo"})], [], []),
+    ("test_no_tool_call", "The weather is nice today.", "The weather is nice today.", [], [], []),
+    ("test_parallel_tool_calls", sglang_call("get_weather", {"city": "Beijing"}) + "\n"
+     + sglang_call("search", {"query": "restaurants"}), "",
+     [("get_weather", {"city": "Beijing"}), ("search", {"query": "restaurants"})], [], []),
+    ("test_tool_call_with_multiple_arguments", sglang_call("get_weather", {"city": "London", "unit": "celsius"}), "",
+     [("get_weather", {"city": "London", "unit": "celsius"})], [], []),
+    ("test_malformed_json_is_skipped", "<tool_call>\n{not valid json}\n</tool_call>\n"
+     + sglang_call("search", {"query": "books"}), "", [("search", {"query": "books"})], [], ["expected '\"name\"' in a tool call"]),
+    ("test_streaming_partial_bot_token_is_buffered",
+     'hello <tool_call>\n{"name": "search", "arguments": {"query": "hi"}}\n</tool_call>', "hello ",
+     [("search", {"query": "hi"})], [], []),
+    # "I think <tool" then the end of output: the held-back tag start is text after all
+    ("test_streaming_partial_bot_token_does_not_leak_prefix", "I think <tool", "I think <tool", [], [], []),
+]
+
+
+@pytest.mark.parametrize("name, text, content, calls, unfinished, issues", SGLANG_CASES,
+                         ids=[SGLANG + case[0] for case in SGLANG_CASES])
+def test_qwen25_detector_case(name, text, content, calls, unfinished, issues):
+    events = every_split(lambda: ChatmlJson().new_parser(SGLANG_TOOLS, call_id), text, content)
+    assert outcome(events) == {"content": content, "calls": calls, "unfinished": unfinished, "issues": issues}

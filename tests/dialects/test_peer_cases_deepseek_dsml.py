@@ -1,9 +1,9 @@
 """vLLM's DeepSeek V3.2 DSML tool-parser cases on deepseek_dsml, fed whole and split at every
 position, in both variants (V4 writes the same markup in a ``tool_calls`` block).
 
-Source: vLLM tests/tool_parsers/test_deepseekv32_tool_parser.py::TestExtractToolCalls, as an
-external corpus of what models write; plus an invoke whose body is a JSON object (the issue "More
-tool dialects"). The conventions where kvgate differs are listed in :mod:`kvgate.dialects.deepseek_dsml`.
+Sources: vLLM tests/tool_parsers/test_deepseekv32_tool_parser.py::TestExtractToolCalls and SGLang's
+TestDeepSeekV32Detector (test_function_call_parser.py), as an external corpus of what models
+write; plus an invoke whose body is a JSON object (the issue "More tool dialects"). The conventions where kvgate differs are listed in :mod:`kvgate.dialects.deepseek_dsml`.
 """
 
 import pytest
@@ -104,3 +104,54 @@ def test_a_wrapper_among_other_parameters_is_one_argument():
     events = every_split(lambda: DeepseekDsml().new_parser(TOOLS, call_id), text, "")
     assert outcome(events)["calls"] == [("locate", {"arguments": {"a": 1}, "location": "x"})]
     assert outcome(events)["issues"] == []
+
+
+SGLANG = "SGLang test_function_call_parser.py::TestDeepSeekV32Detector::"
+SGLANG_TOOLS = [Tool("search", "", {"type": "object", "required": ["query"], "properties": {
+    "query": {"type": "string"}, "topn": {"type": "integer", "default": 10},
+    "source": {"type": "string", "enum": ["web", "news"], "default": "web"}}}),
+    Tool("get_favorite_tourist_spot", "", {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string"}, "another_city": {"type": "string"}, "topn": {"type": "integer"},
+        "obj": {"type": "object"}}}),
+    Tool("get_date", "", {"type": "object", "properties": {}})]
+INTRO = "I'll help you with information about San Francisco and get its favorite tourist spot for you."
+SPOT = {"city": "San Francisco"}
+WEBNAV = {"query": "WebNav benchmark", "topn": 10, "source": "web"}
+
+
+def sglang_param(key: str, value: str, string: bool) -> str:
+    return f'{PARAM_START}{key}" string="{"true" if string else "false"}">{value}{PARAM_END}'
+
+
+SGLANG_CASES = [  # (test name, model output, content, completed calls, issues)
+    # SGLang's model outputs indent the markup freely: whitespace between tags is lenient; the text
+    # around the block is sent with its whitespace, as written (SGLang checks only that it contains the intro)
+    ("test_detect_and_parse_xml_format", INTRO + "\n\n\n        " + FC_START + "\n\n            "
+     + INV_START + 'get_favorite_tourist_spot">\n\n                ' + sglang_param("city", "San Francisco", True)
+     + "\n\n            " + INV_END + "\n\n            " + INV_START + 'search">\n                '
+     + sglang_param("query", "WebNav benchmark", True) + "\n                " + sglang_param("topn", "10", False)
+     + "\n                " + sglang_param("source", "web", True) + "\n            " + INV_END + "\n        " + FC_END
+     + "\n        ", INTRO + "\n\n\n        \n        ", [("get_favorite_tourist_spot", SPOT), ("search", WEBNAV)], []),
+    ("test_detect_and_parse_json_format", INTRO + "\n\n        " + FC_START + "\n            " + INV_START
+     + 'get_favorite_tourist_spot">\n            {\n                "city": "San Francisco"\n            }\n        '
+     + INV_END + "\n            " + INV_START + 'search">\n            {\n                "query": "WebNav benchmark",'
+     '\n                "topn": 10,\n                "source": "web"\n            }\n        ' + INV_END + "\n        "
+     + FC_END + "\n        ", INTRO + "\n\n        \n        ", [("get_favorite_tourist_spot", SPOT), ("search", WEBNAV)],
+     ["arguments written as a JSON object in the invoke's body"] * 2),
+    ("test_streaming_xml_format", FC_START + "\n            " + INV_START + 'get_favorite_tourist_spot">\n                '
+     + sglang_param("city", "San Francisco", True) + "\n                " + sglang_param("another_city", "London", True)
+     + "\n                " + sglang_param("topn", "10", False) + "\n                "
+     + sglang_param("obj", '{"name": "John", "age": 30}', False) + "\n            " + INV_END + "\n        " + FC_END,
+     "", [("get_favorite_tourist_spot", {"city": "San Francisco", "another_city": "London", "topn": 10,
+                                         "obj": {"name": "John", "age": 30}})], []),
+    ("test_detect_and_parse_no_parameters", "Let me get the current date for you.\n\n" + FC_START + "\n" + INV_START
+     + 'get_date">\n' + INV_END + "\n" + FC_END, "Let me get the current date for you.", [("get_date", {})], []),
+    ("test_streaming_no_parameters_with_whitespace", FC_START + "\n" + INV_START + 'get_date">\n\n' + INV_END + "\n"
+     + FC_END, "", [("get_date", {})], []),
+]
+
+
+@pytest.mark.parametrize("name, text, content, calls, issues", SGLANG_CASES, ids=[SGLANG + c[0] for c in SGLANG_CASES])
+def test_deepseek_v32_detector_case(name, text, content, calls, issues):
+    events = every_split(lambda: DeepseekDsml("v32").new_parser(SGLANG_TOOLS, call_id), text, content)
+    assert outcome(events) == {"content": content, "calls": calls, "unfinished": [], "issues": issues}
