@@ -61,3 +61,14 @@ def reference_logits(model, tokens) -> torch.Tensor:
     """transformers' logits of every position of one forward over ``tokens`` (no cache)."""
     with torch.no_grad():
         return model(torch.tensor([list(tokens)]), use_cache=False).logits[0].float()
+
+
+def load_tiny_v4(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096):
+    """The kvgate runtime of a tiny V4 directory."""
+    from kvgate.core.config import EngineConfig, ModelConfig
+    from kvgate.models.deepseek_v4.runtime import DEEPSEEK_V4
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
+
+    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
+    return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype), engine, str(directory), DEEPSEEK_V4)
