@@ -198,3 +198,17 @@ def test_legacy_config_keys_read_the_same_architecture_and_bad_configs_are_clear
         DeepseekV4Arch.from_hf_config({k: v for k, v in config.items() if k != "index_topk"})
     with pytest.raises(ValueError, match="layer_types"):
         DeepseekV4Arch.from_hf_config({**config, "layer_types": ["sliding_attention", "full_attention"]})
+
+
+def test_the_architecture_chooses_the_dsml_v4_dialect_and_the_deepseek_v4_chat_format(tiny, runtime):
+    from kvgate.core.config import Config, ModelConfig
+    from kvgate.core.dialect_choice import build_chat_format
+    from kvgate.core.plugins import build_plugin_manager
+    from kvgate.core.types import ChatRequest, Message
+
+    assert runtime.chat_template is None  # the checkpoint ships no template: the dialect names the format
+    config = Config(model=ModelConfig(path=str(tiny[0])))
+    name, dialect, chat_format = build_chat_format(config, build_plugin_manager(), runtime)
+    assert (name, dialect.variant) == ("deepseek_dsml", "v4")
+    rendered = chat_format.render(ChatRequest("m", [Message("user", "hi")]))
+    assert rendered.startswith("<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>")
