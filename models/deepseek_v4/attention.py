@@ -38,27 +38,30 @@ def key_values(x: torch.Tensor, attention, arch, cos, sin) -> torch.Tensor:
     return rotate(norm(F.linear(x, attention.kv), attention.kv_norm, arch.rms_eps), cos, sin)
 
 
-def sliding_mask(positions: torch.Tensor, first_key: int, keys: int, window: int) -> torch.Tensor:
-    key_positions = torch.arange(first_key, first_key + keys, device=positions.device)[None, :]
-    return (key_positions <= positions[:, None]) & (key_positions > positions[:, None] - window)
+def window_keys(keys: torch.Tensor, positions: torch.Tensor, first_key: int,
+                window: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each query's window keys [n, window, dim], gathered from ``keys`` [T, dim] of positions
+    [first_key, first_key + T), and which of them exist [n, window] (none before position 0)."""
+    index = positions[:, None] - first_key - (window - 1) + torch.arange(window, device=positions.device)[None, :]
+    return keys[index.clamp(min=0)], index >= 0
 
 
 def attend(q: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor, entries, entry_mask, sinks) -> torch.Tensor:
-    """Attention [n, heads, dim] of queries over their window's ``keys`` [T, dim] (``key_mask`` [n, T])
+    """Attention [n, heads, dim] of queries over their window's ``keys`` [n, W, dim] (``key_mask`` [n, W])
     and ``entries`` -- shared [E, dim] or per query [n, k, dim] -- (``entry_mask`` [n, E or k])."""
     scale = q.shape[-1] ** -0.5
     qf = q.float()
-    logits = [torch.einsum("nhd,td->nht", qf, keys.float()).masked_fill(~key_mask[:, None], float("-inf"))]
+    logits = [torch.einsum("nhd,nwd->nhw", qf, keys.float()).masked_fill(~key_mask[:, None], float("-inf"))]
     if entries is not None:
         equation = "nhd,ed->nhe" if entries.dim() == 2 else "nhd,ned->nhe"
         logits.append(torch.einsum(equation, qf, entries.float()).masked_fill(~entry_mask[:, None], float("-inf")))
     logits = torch.cat(logits, -1) * scale
     sink = sinks.float().view(1, -1, 1).expand(q.shape[0], -1, 1)
     probs = torch.cat([logits, sink], -1).softmax(-1)[..., :-1].to(q.dtype)
-    out = torch.einsum("nht,td->nhd", probs[..., :keys.shape[0]], keys)
+    out = torch.einsum("nhw,nwd->nhd", probs[..., :keys.shape[1]], keys)
     if entries is not None:
         equation = "nhe,ed->nhd" if entries.dim() == 2 else "nhe,ned->nhd"
-        out = out + torch.einsum(equation, probs[..., keys.shape[0]:], entries)
+        out = out + torch.einsum(equation, probs[..., keys.shape[1]:], entries)
     return out
 
 
@@ -85,8 +88,7 @@ def segment_attention(q, positions, keys_of, entries, indexer_inputs, attention,
         rows = slice(row, min(n, row + step))
         at = positions[rows]
         first = max(0, int(at[0]) - arch.window + 1)
-        keys = keys_of(first, int(at[-1]) + 1)
-        key_mask = sliding_mask(at, first, keys.shape[0], arch.window)
+        keys, key_mask = window_keys(keys_of(first, int(at[-1]) + 1), at, first, arch.window)
         chosen, chosen_mask = None, None
         if entries is not None and entries.shape[0]:
             chosen, chosen_mask = entries, visible_entries(at, entries.shape[0], rate)
