@@ -35,6 +35,9 @@ class Segment:
 
 
 class DeepseekV4Forward:
+    keep_hidden = False  # keep the final residual streams of every row (an MTP head drafts from them)
+    hidden: Optional[torch.Tensor] = None
+
     def __init__(self, arch, weights, pool, layout):
         self.arch, self.weights, self.pool, self.layout = arch, weights, pool, layout
         device = weights.embed.device
@@ -63,10 +66,16 @@ class DeepseekV4Forward:
             streams = expand(streams, out, post, comb)
             x, post, comb = mix(streams, layer.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
             streams = expand(streams, moe_mlp(norm(x, layer.mlp_norm, arch.rms_eps), ids, layer.moe, arch), post, comb)
+        if self.keep_hidden:
+            self.hidden = streams
         if not all_logits:
             streams = streams[torch.tensor([s.rows.stop - 1 for s in segments], device=device)]
         hidden = collapse_head(streams, self.weights.head_mixer, arch.hc_eps, arch.rms_eps)
         return F.linear(norm(hidden, self.weights.norm, arch.rms_eps), self.weights.lm_head).float()
+
+    def take_hidden(self) -> torch.Tensor:
+        hidden, self.hidden = self.hidden, None
+        return hidden
 
     def _write(self, slots: torch.Tensor, field: slice, values: torch.Tensor) -> None:
         self.rows[slots, 0, field] = values.to(self.rows.dtype)

@@ -13,9 +13,11 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import PrefillInterrupted, Session
+from kvgate.core.runtime import DraftHead, PrefillInterrupted, Session
 from kvgate.models.deepseek_v4 import state
 from kvgate.models.deepseek_v4.arch import ARCHITECTURES, DeepseekV4Arch
+from kvgate.models.deepseek_v4.draft import V4DraftHead
+from kvgate.models.deepseek_v4.draft_weights import DraftWeights, draft_weights_from_hf
 from kvgate.models.deepseek_v4.forward import DeepseekV4Forward, Segment
 from kvgate.models.deepseek_v4.weights import DeepseekV4Weights
 from kvgate.models.kv_pool import KVPool
@@ -25,6 +27,15 @@ from kvgate.models.llama.runtime import LlamaRuntime
 
 class DeepseekV4Runtime(LlamaRuntime):
     STATE_NAME = "deepseek-v4-rows/1"
+    mtp: Optional[V4DraftHead] = None
+
+    def attach_mtp(self, weights: DraftWeights) -> None:
+        """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
+        self.mtp = V4DraftHead(self.forward, weights, self.arch)
+        self.forward.keep_hidden = True
+
+    def draft_head(self) -> Optional[DraftHead]:
+        return self.mtp
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         self.layout = state.TokenLayout(self.arch)
@@ -45,15 +56,19 @@ class DeepseekV4Runtime(LlamaRuntime):
     def fork(self, session: Session, length: Optional[int] = None) -> Session:
         fork = super().fork(session, length)
         fork.aux[state.ENTRIES] = state.forked_entries(session, fork.length, self.rates)
+        if self.mtp is not None:
+            self.mtp.fork(session, fork)
         return fork
 
     def truncate(self, session: Session, length: int) -> None:
         super().truncate(session, length)
         state.keep_entries(session, length, self.rates)
+        if self.mtp is not None:
+            self.mtp.truncate(session)
 
     def release(self, session: Session) -> None:
         super().release(session)
-        session.aux.pop(state.ENTRIES, None)
+        session.aux.clear()
 
     def session_bytes(self, session: Session) -> int:
         """The session's blocks plus its cached compressed entries."""
@@ -74,7 +89,10 @@ class DeepseekV4Runtime(LlamaRuntime):
             self._trim(session)
             state.keep_entries(session, session.length, self.rates)
             raise
+        start = session.length
         session.tokens.extend(int(t) for t in tokens)
+        if self.mtp is not None:
+            self.mtp.advance(session, start, self.forward.take_hidden())
         return logits if all_logits else logits[0]
 
     @torch.inference_mode()
@@ -90,8 +108,12 @@ class DeepseekV4Runtime(LlamaRuntime):
         logits = self.forward.run([Segment(s, s.length, 1) for s in sessions], ids, True)
         for session, token in zip(sessions, tokens):
             session.tokens.append(int(token))
+        if self.mtp is not None:
+            hidden = self.forward.take_hidden()
+            for row, session in enumerate(sessions):
+                self.mtp.advance(session, session.length - 1, hidden[row:row + 1])
         return logits
 
 
 DEEPSEEK_V4 = Family("DeepSeek V4", set(ARCHITECTURES), DeepseekV4Arch.from_hf_config, DeepseekV4Runtime,
-                     DeepseekV4Weights.from_hf_tensors)
+                     DeepseekV4Weights.from_hf_tensors, draft_weights_from_hf)

@@ -107,21 +107,27 @@ class DeepseekV4Weights:
         tensors = {name.removeprefix("model."): t for name, t in tensors.items()}
         if any(name.endswith("scale_inv") for name in tensors):
             raise ValueError("FP8 DeepSeek V4 weights (*.scale_inv) are not supported: use a bf16 checkpoint")
-
-        def take(name: str, as_dtype: Optional[torch.dtype] = dtype, *aliases: str) -> torch.Tensor:
-            found = next((n for n in (name, *aliases) if n in tensors), None)
-            if found is None:
-                raise ValueError(f"weights are missing tensor {name!r}")
-            return tensors[found].to(device=device, dtype=as_dtype)
-
+        take = taker(tensors, dtype, device)
         embed = take("embed.weight", dtype, "embed_tokens.weight")
         head = embed if arch.tie_embeddings else take("head.weight", dtype, "lm_head.weight")
         mixer = Mixer(*(take(f"hc_head_{p}", torch.float32, f"hc_head.hc_{p}") for p in ("fn", "base", "scale")))
-        layers = [_layer(arch, take, tensors, i) for i in range(arch.layers)]
+        layers = [read_layer(arch, take, tensors, i) for i in range(arch.layers)]
         weights = cls(embed=embed, layers=layers, head_mixer=mixer, norm=take("norm.weight", torch.float32),
                       lm_head=head)
         _check_shapes(arch, weights)
         return weights
+
+
+def taker(tensors: dict[str, torch.Tensor], dtype: torch.dtype, device: torch.device):
+    """``take(name, as_dtype=dtype, *aliases)``: the first of the names found, on ``device``."""
+
+    def take(name: str, as_dtype: Optional[torch.dtype] = dtype, *aliases: str) -> torch.Tensor:
+        found = next((n for n in (name, *aliases) if n in tensors), None)
+        if found is None:
+            raise ValueError(f"weights are missing tensor {name!r}")
+        return tensors[found].to(device=device, dtype=as_dtype)
+
+    return take
 
 
 def _compressor(take, prefix: str) -> Compressor:
@@ -130,7 +136,7 @@ def _compressor(take, prefix: str) -> Compressor:
                       bias=take(prefix + "ape", f32), norm=take(prefix + "norm.weight", f32))
 
 
-def _layer(arch: DeepseekV4Arch, take, tensors, index: int) -> Layer:
+def read_layer(arch: DeepseekV4Arch, take, tensors, index: int) -> Layer:
     prefix, f32 = f"layers.{index}.", torch.float32
     attn = prefix + "attn."
     o_a = take(attn + "wo_a.weight")

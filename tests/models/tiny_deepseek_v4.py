@@ -63,12 +63,49 @@ def reference_logits(model, tokens) -> torch.Tensor:
         return model(torch.tensor([list(tokens)]), use_cache=False).logits[0].float()
 
 
-def load_tiny_v4(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096):
+def load_tiny_v4(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, speculative=""):
     """The kvgate runtime of a tiny V4 directory."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.deepseek_v4.runtime import DEEPSEEK_V4
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
 
-    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens)
+    engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, speculative=speculative)
     return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype), engine, str(directory), DEEPSEEK_V4)
+
+
+def add_mtp_layer(directory, seed: int = 5) -> dict:
+    """Write a random MTP layer (transformers neither builds nor saves one) into a tiny V4 directory
+    under DeepSeek's names, ``mtp.0.*``: its block is the fourth layer of another random tiny V4
+    model with a sliding-only, learned-routing fourth layer.
+
+    Returns its parts for a reference computation: ``block`` (that transformers decoder layer),
+    ``rotary`` (its model's rotary embedding) and the tensors ``enorm``, ``hnorm``, ``e_proj``,
+    ``h_proj``, ``hc_fn``, ``hc_base``, ``hc_scale``, ``norm``.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    with tempfile.TemporaryDirectory() as other:
+        source = build_tiny_v4(Path(other), seed=seed, num_hidden_layers=4, layer_types=LAYER_TYPES + ["sliding_attention"],
+                               mlp_layer_types=["hash_moe", "moe", "moe", "moe"])
+        block_tensors = {name.removeprefix("model.layers.3."): t for name, t in
+                         load_file(str(Path(other) / "model.safetensors")).items() if name.startswith("model.layers.3.")}
+    generator = torch.Generator().manual_seed(seed)
+    hidden, hc = TINY_V4["hidden_size"], TINY_V4["hc_mult"]
+    parts = {"enorm": torch.rand(hidden, generator=generator) + 0.5, "hnorm": torch.rand(hidden, generator=generator) + 0.5,
+             "e_proj": torch.randn(hidden, hidden, generator=generator) * 0.15,
+             "h_proj": torch.randn(hidden, hidden, generator=generator) * 0.15,
+             "hc_fn": torch.randn(hc, hc * hidden, generator=generator) * 0.3,
+             "hc_base": torch.randn(hc, generator=generator) * 0.5, "hc_scale": torch.rand(1, generator=generator) + 0.5,
+             "norm": torch.rand(hidden, generator=generator) + 0.5}
+    names = {"enorm": "enorm.weight", "hnorm": "hnorm.weight", "e_proj": "e_proj.weight", "h_proj": "h_proj.weight",
+             "hc_fn": "hc_head_fn", "hc_base": "hc_head_base", "hc_scale": "hc_head_scale", "norm": "norm.weight"}
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors.update({"mtp.0." + name: t for name, t in block_tensors.items()})
+    tensors.update({"mtp.0." + names[key]: parts[key] for key in names})
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"),
+              metadata={"format": "pt"})
+    return {**parts, "block": source.model.layers[3], "rotary": source.model.rotary_emb}
