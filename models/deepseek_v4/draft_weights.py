@@ -12,7 +12,8 @@ import attrs
 import torch
 
 from kvgate.models.deepseek_v4.arch import SLIDING, DeepseekV4Arch
-from kvgate.models.deepseek_v4.weights import DeepseekV4Weights, Layer, Mixer, read_layer, taker
+from kvgate.models.deepseek_v4.checkpoint import read_layer, taker
+from kvgate.models.deepseek_v4.weights import DeepseekV4Weights, Layer, Mixer
 
 PREFIX = "mtp.0."
 

@@ -19,7 +19,7 @@ from kvgate.models.deepseek_v4.arch import ARCHITECTURES, DeepseekV4Arch
 from kvgate.models.deepseek_v4.draft import V4DraftHead
 from kvgate.models.deepseek_v4.draft_weights import DraftWeights, draft_weights_from_hf
 from kvgate.models.deepseek_v4.forward import DeepseekV4Forward, Segment
-from kvgate.models.deepseek_v4.weights import DeepseekV4Weights
+from kvgate.models.deepseek_v4.checkpoint import read_weights
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.loading import Family
 from kvgate.models.llama.runtime import LlamaRuntime
@@ -116,4 +116,4 @@ class DeepseekV4Runtime(LlamaRuntime):
 
 
 DEEPSEEK_V4 = Family("DeepSeek V4", set(ARCHITECTURES), DeepseekV4Arch.from_hf_config, DeepseekV4Runtime,
-                     DeepseekV4Weights.from_hf_tensors, draft_weights_from_hf)
+                     read_weights, draft_weights_from_hf)
