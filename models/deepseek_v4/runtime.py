@@ -68,6 +68,7 @@ class DeepseekV4Runtime(LlamaRuntime):
 
     def release(self, session: Session) -> None:
         super().release(session)
+        state.release_entries(session)
         session.aux.clear()
 
     def session_bytes(self, session: Session) -> int:

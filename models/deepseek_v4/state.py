@@ -22,7 +22,7 @@ import torch
 from kvgate.core.runtime import Session
 from kvgate.models.deepseek_v4.arch import CSA, HCA, DeepseekV4Arch
 
-ENTRIES = "deepseek_v4_entries"  # session.aux key: {(layer, "kv" | "index"): entries [count, dims]}
+ENTRIES = "deepseek_v4_entries"  # session.aux key: {(layer, "kv" | "index"): EntryView}
 
 
 class TokenLayout:
@@ -50,6 +50,47 @@ class TokenLayout:
                         for f in self.fields)
 
 
+class EntryBuffer:
+    """Entries of one layer shared by the sessions forked from one another: rows grow in place, up to
+    ``high`` (the most any holder has written); a holder whose own count is below ``high`` while
+    others hold the buffer copies its rows out before it appends (copy on write)."""
+
+    def __init__(self, rows: torch.Tensor):
+        self.data, self.high, self.holders = rows, rows.shape[0], 1
+
+    def grow(self, rows: int) -> None:
+        if rows > self.data.shape[0]:
+            grown = self.data.new_empty((max(rows, 2 * self.data.shape[0], 16), self.data.shape[1]))
+            grown[:self.high] = self.data[:self.high]
+            self.data = grown
+
+
+class EntryView:
+    """A session's first ``count`` rows of an :class:`EntryBuffer`."""
+
+    def __init__(self, buffer: EntryBuffer, count: int):
+        self.buffer, self.count = buffer, count
+
+    def rows(self) -> torch.Tensor:
+        return self.buffer.data[:self.count]
+
+    def append(self, rows: torch.Tensor) -> None:
+        buffer = self.buffer
+        if buffer.holders == 1:
+            buffer.high = self.count
+        elif self.count != buffer.high:
+            buffer.holders -= 1
+            self.buffer = buffer = EntryBuffer(buffer.data[:self.count].clone())
+        buffer.grow(self.count + rows.shape[0])
+        buffer.data[self.count:self.count + rows.shape[0]] = rows
+        self.count += rows.shape[0]
+        buffer.high = self.count
+
+    def share(self, count: int) -> "EntryView":
+        self.buffer.holders += 1
+        return EntryView(self.buffer, min(count, self.count))
+
+
 def cached_entries(session: Session) -> dict:
     return session.aux.setdefault(ENTRIES, {})
 
@@ -58,26 +99,30 @@ def entries(session: Session, key: tuple[int, str], count: int,
             build: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
     """The first ``count`` entries of ``key``: cached ones, plus ``build(first, count)`` for the rest."""
     cache = cached_entries(session)
-    have = cache.get(key)
-    held = 0 if have is None else have.shape[0]
-    if have is None or held < count:
-        new = build(held, count)
-        have = new if have is None else torch.cat([have, new])
-        cache[key] = have
-    return have[:count]
+    view = cache.get(key)
+    if view is None:
+        view = cache[key] = EntryView(EntryBuffer(build(0, count)), count)
+    elif view.count < count:
+        view.append(build(view.count, count))
+    return view.rows()[:count]
 
 
 def keep_entries(session: Session, length: int, rates: dict[int, int]) -> None:
     """Drop cached entries of windows not complete within the first ``length`` tokens."""
-    cache = cached_entries(session)
-    for key in list(cache):
-        cache[key] = cache[key][:length // rates[key[0]]]
+    for key, view in cached_entries(session).items():
+        view.count = min(view.count, length // rates[key[0]])
 
 
 def forked_entries(session: Session, length: int, rates: dict[int, int]) -> dict:
-    """A fork's entry cache: the windows complete within its ``length`` tokens (tensors shared)."""
-    return {key: value[:length // rates[key[0]]] for key, value in cached_entries(session).items()}
+    """A fork's entry cache: the windows complete within its ``length`` tokens (rows shared)."""
+    return {key: view.share(length // rates[key[0]]) for key, view in cached_entries(session).items()}
+
+
+def release_entries(session: Session) -> None:
+    for view in session.aux.pop(ENTRIES, {}).values():
+        view.buffer.holders -= 1
 
 
 def entry_bytes(session: Session) -> int:
-    return sum(t.numel() * t.element_size() for t in cached_entries(session).values())
+    """The bytes of the entry buffers the session holds (shared ones included)."""
+    return sum(v.buffer.data.numel() * v.buffer.data.element_size() for v in cached_entries(session).values())

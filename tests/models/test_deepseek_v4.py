@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kvgate.models.deepseek_v4.state import ENTRIES
 from tests.models.tiny_deepseek_v4 import build_tiny_v4, load_tiny_v4, reference_logits
 
 TOLERANCE = 1e-4
@@ -77,6 +78,8 @@ def test_fork_and_truncate_at_every_length_then_continue_equal_one_shot(tiny, ru
         fork = runtime.fork(session, length)
         runtime.truncate(session, length)
         assert fork.length == session.length == length
+        # the fork shares the compressed entries (copied only by the first of the two to append)
+        assert fork.aux[ENTRIES][(2, "kv")].buffer is session.aux[ENTRIES][(2, "kv")].buffer
         assert close(runtime.prefill(fork, PROMPT[length:], all_logits=True), reference[length:]), length
         # the truncated session goes on with other tokens: nothing of the dropped ones may survive
         other = PROMPT[:length] + OTHER[length:]
