@@ -22,8 +22,10 @@ def read_weights(arch: DeepseekV4Arch, tensors: dict[str, torch.Tensor], dtype: 
                  device: torch.device) -> DeepseekV4Weights:
     """The runtime's weights of a checkpoint's tensors (shapes checked against ``arch``)."""
     tensors = {name.removeprefix("model."): t for name, t in tensors.items()}
-    if any(name.endswith("scale_inv") for name in tensors):
-        raise ValueError("FP8 DeepSeek V4 weights (*.scale_inv) are not supported: use a bf16 checkpoint")
+    packed = sorted(name for name, t in tensors.items() if t.dtype.itemsize == 1)
+    if packed:
+        raise ValueError(f"quantized DeepSeek V4 weights ({packed[0]}: {tensors[packed[0]].dtype}) are not "
+                         "supported: use a bf16 or fp32 checkpoint")
     take = taker(tensors, dtype, device)
     embed = take("embed.weight", dtype, "embed_tokens.weight")
     head = embed if arch.tie_embeddings else take("head.weight", dtype, "lm_head.weight")

@@ -215,3 +215,18 @@ def test_the_architecture_chooses_the_dsml_v4_dialect_and_the_deepseek_v4_chat_f
     assert (name, dialect.variant) == ("deepseek_dsml", "v4")
     rendered = chat_format.render(ChatRequest("m", [Message("user", "hi")]))
     assert rendered.startswith("<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>")
+
+
+def test_quantized_weights_are_a_clear_error(tiny, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "fp8"
+    shutil.copytree(tiny[0], directory)
+    tensors = load_file(str(directory / "model.safetensors"))
+    name = "model.layers.0.attn.wq_b.weight"
+    tensors[name] = tensors[name].to(torch.float8_e4m3fn)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="quantized DeepSeek V4 weights.*float8_e4m3fn"):
+        load_tiny_v4(directory)
