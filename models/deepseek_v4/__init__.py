@@ -5,4 +5,9 @@ each, a lightning indexer choosing the top-k per query) or an HCA layer heavily 
 output projection; residual streams mixed by Sinkhorn hyper-connections; sqrt-softplus MoE whose
 first layers route by a token-id hash table. Hugging Face directories only (bf16/fp32 weights).
 Its plugin, the ``deepseek_v4`` entry point, is :mod:`kvgate.models.deepseek_v4.plugin`.
+
+What a session holds (:mod:`.state`): per token the rows every layer needs to resume at that token
+(K=V vectors, raw compressor and indexer projections), so forks, truncations and chunks are exact at
+any token; the compressed entries are a per-session cache rebuilt from those rows. With
+``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.draft`).
 """
