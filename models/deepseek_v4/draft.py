@@ -126,6 +126,13 @@ class V4DraftHead:
         hidden = collapse_head(streams, w.head_mixer, arch.hc_eps, arch.rms_eps)
         return streams, kv, F.linear(norm(hidden, w.norm, arch.rms_eps), w.lm_head).float()[0]
 
+    def state_bytes(self, session: Session) -> int:
+        state = session.aux.get(STATE)
+        if state is None:
+            return 0
+        tensors = [state.kv, state.positions] + ([state.tail] if state.tail is not None else [])
+        return sum(t.numel() * t.element_size() for t in tensors)
+
     def fork(self, parent: Session, child: Session) -> None:
         if STATE in parent.aux:
             child.aux[STATE] = parent.aux[STATE].cut(child.length)

@@ -72,8 +72,9 @@ class DeepseekV4Runtime(LlamaRuntime):
         session.aux.clear()
 
     def session_bytes(self, session: Session) -> int:
-        """The session's blocks plus its cached compressed entries."""
-        return super().session_bytes(session) + state.entry_bytes(session)
+        """The session's blocks plus its cached compressed entries (and the MTP layer's state)."""
+        draft = self.mtp.state_bytes(session) if self.mtp is not None else 0
+        return super().session_bytes(session) + state.entry_bytes(session) + draft
 
     # --- forward passes -------------------------------------------------------------------------
     @torch.inference_mode()

@@ -94,6 +94,13 @@ def test_the_draft_is_the_mtp_block_over_prefills_and_decodes(mtp):
     expected = reference_draft(model, parts, PROMPT[:30], PROMPT[30], 2)
     assert all(close(a, b) for a, b in zip(head.draft_logits(session, PROMPT[30], 2), expected))
     assert head.draft(session, PROMPT[30], 2) == [int(logits.argmax()) for logits in expected]
+    plain = load_tiny_v4(mtp[0])  # the same session without the MTP layer holds less
+    twin = plain.new_session()
+    plain.prefill(twin, PROMPT[:13])
+    plain.prefill(twin, PROMPT[13:20])
+    for token in PROMPT[20:30]:
+        plain.decode([twin], [token])
+    assert runtime.session_bytes(session) - plain.session_bytes(twin) == head.state_bytes(session) > 0
     runtime.release(session)
 
 
