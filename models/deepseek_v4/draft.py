@@ -60,7 +60,8 @@ class V4DraftHead:
     def block_input(self, streams: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         w, eps = self.weights, self.arch.rms_eps
         embedded = torch.where((positions == 0)[:, None], 0, w.embed[tokens])
-        return F.linear(norm(streams, w.hnorm, eps), w.h_proj) + F.linear(norm(embedded, w.enorm, eps), w.e_proj)[:, None]
+        token_part = F.linear(norm(embedded, w.enorm, eps), w.e_proj)[:, None]
+        return F.linear(norm(streams, w.hnorm, eps), w.h_proj) + token_part
 
     def _attention_input(self, streams: torch.Tensor):
         arch, block = self.arch, self.weights.block

@@ -121,7 +121,8 @@ class DeepseekV4Forward:
         if which == "kv":
             compressor, dims, kv_field, gate_field = attention.compressor, arch.head_dim, "raw_kv", "raw_gate"
         else:
-            compressor, dims, kv_field, gate_field = attention.indexer.compressor, arch.index_dim, "index_kv", "index_gate"
+            compressor, dims = attention.indexer.compressor, arch.index_dim
+            kv_field, gate_field = "index_kv", "index_gate"
 
         def build(first: int, last: int) -> torch.Tensor:
             begin = (first - 1 if overlap and first else first) * rate

@@ -66,7 +66,8 @@ def reference_draft(model, parts, tokens, token, count) -> list[torch.Tensor]:
             embeddings = {kind: parts["rotary"](sequence, position_ids=positions, layer_type=kind)
                           for kind in ("main", "compress")}
             q, k = torch.arange(length)[:, None], torch.arange(length)[None, :]
-            mask = torch.zeros(length, length).masked_fill((k > q) | (k <= q - TINY_V4["sliding_window"]), float("-inf"))
+            hidden_keys = (k > q) | (k <= q - TINY_V4["sliding_window"])
+            mask = torch.zeros(length, length).masked_fill(hidden_keys, float("-inf"))
             last = parts["block"](sequence, position_embeddings=embeddings, position_ids=positions,
                                   attention_mask=mask[None, None], input_ids=None, cache=None)[0, -1]
             logits = model.lm_head(norms["norm"](head(last[None, None])))[0, 0]

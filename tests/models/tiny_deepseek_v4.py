@@ -89,17 +89,21 @@ def add_mtp_layer(directory, seed: int = 5) -> dict:
     from safetensors.torch import load_file, save_file
 
     with tempfile.TemporaryDirectory() as other:
-        source = build_tiny_v4(Path(other), seed=seed, num_hidden_layers=4, layer_types=LAYER_TYPES + ["sliding_attention"],
+        source = build_tiny_v4(Path(other), seed=seed, num_hidden_layers=4,
+                               layer_types=LAYER_TYPES + ["sliding_attention"],
                                mlp_layer_types=["hash_moe", "moe", "moe", "moe"])
-        block_tensors = {name.removeprefix("model.layers.3."): t for name, t in
-                         load_file(str(Path(other) / "model.safetensors")).items() if name.startswith("model.layers.3.")}
+        saved = load_file(str(Path(other) / "model.safetensors"))
+        block_tensors = {name.removeprefix("model.layers.3."): t for name, t in saved.items()
+                         if name.startswith("model.layers.3.")}
     generator = torch.Generator().manual_seed(seed)
     hidden, hc = TINY_V4["hidden_size"], TINY_V4["hc_mult"]
-    parts = {"enorm": torch.rand(hidden, generator=generator) + 0.5, "hnorm": torch.rand(hidden, generator=generator) + 0.5,
+    parts = {"enorm": torch.rand(hidden, generator=generator) + 0.5,
+             "hnorm": torch.rand(hidden, generator=generator) + 0.5,
              "e_proj": torch.randn(hidden, hidden, generator=generator) * 0.15,
              "h_proj": torch.randn(hidden, hidden, generator=generator) * 0.15,
              "hc_fn": torch.randn(hc, hc * hidden, generator=generator) * 0.3,
-             "hc_base": torch.randn(hc, generator=generator) * 0.5, "hc_scale": torch.rand(1, generator=generator) + 0.5,
+             "hc_base": torch.randn(hc, generator=generator) * 0.5,
+             "hc_scale": torch.rand(1, generator=generator) + 0.5,
              "norm": torch.rand(hidden, generator=generator) + 0.5}
     names = {"enorm": "enorm.weight", "hnorm": "hnorm.weight", "e_proj": "e_proj.weight", "h_proj": "h_proj.weight",
              "hc_fn": "hc_head_fn", "hc_base": "hc_head_base", "hc_scale": "hc_head_scale", "norm": "norm.weight"}
