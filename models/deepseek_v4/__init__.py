@@ -1,0 +1,13 @@
+"""The DeepSeek V4 runtime (``deepseek_v4``): every layer attends over a sliding window of its own
+keys, and a CSA layer adds compressed entries (one per ``csa_rate`` tokens, an overlapping window
+each, a lightning indexer choosing the top-k per query) or an HCA layer heavily compressed ones
+(one per ``hca_rate`` tokens); one shared K=V head with LoRA queries, per-head sinks and a grouped
+output projection; residual streams mixed by Sinkhorn hyper-connections; sqrt-softplus MoE whose
+first layers route by a token-id hash table. Hugging Face directories only (bf16/fp32 weights).
+Its plugin, the ``deepseek_v4`` entry point, is :mod:`kvgate.models.deepseek_v4.plugin`.
+
+What a session holds (:mod:`.state`): per token the rows every layer needs to resume at that token
+(K=V vectors, raw compressor and indexer projections), so forks, truncations and chunks are exact at
+any token; the compressed entries are a per-session cache rebuilt from those rows. With
+``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.draft`).
+"""
