@@ -32,6 +32,14 @@ class OutOfBlocks(RuntimeError):
     """The block pool has no free block for the requested state; the engine reclaims and retries."""
 
 
+def check_decode_batch(sessions, tokens) -> None:
+    """The contract's rule for ``decode``: one token per session, each session at most once."""
+    if len(sessions) != len(tokens) or not sessions:
+        raise ValueError(f"decode needs one token per session, got {len(sessions)} sessions, {len(tokens)} tokens")
+    if len({id(s) for s in sessions}) != len(sessions):
+        raise ValueError("a session appears twice in one decode batch")
+
+
 class PrefillInterrupted(RuntimeError):
     """A prefill stopped early because its ``interrupted`` callback said so; the session is unchanged."""
 

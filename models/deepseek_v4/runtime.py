@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import DraftHead, PrefillInterrupted, Session
+from kvgate.core.runtime import DraftHead, PrefillInterrupted, Session, check_decode_batch
 from kvgate.models.deepseek_v4 import state
 from kvgate.models.deepseek_v4.arch import ARCHITECTURES, DeepseekV4Arch
 from kvgate.models.deepseek_v4.draft import V4DraftHead
@@ -99,10 +99,7 @@ class DeepseekV4Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        if len(sessions) != len(tokens) or not sessions:
-            raise ValueError(f"decode needs one token per session, got {len(sessions)} sessions, {len(tokens)} tokens")
-        if len({id(s) for s in sessions}) != len(sessions):
-            raise ValueError("a session appears twice in one decode batch")
+        check_decode_batch(sessions, tokens)
         ids = self._token_tensor(tokens)
         for session in sessions:
             self._check_room(session, 1)

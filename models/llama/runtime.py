@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session
+from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session, check_decode_batch
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.llama.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
@@ -97,10 +97,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        if len(sessions) != len(tokens) or not sessions:
-            raise ValueError(f"decode needs one token per session, got {len(sessions)} sessions, {len(tokens)} tokens")
-        if len({id(s) for s in sessions}) != len(sessions):
-            raise ValueError("a session appears twice in one decode batch")
+        check_decode_batch(sessions, tokens)
         ids = self._token_tensor(tokens)
         for session in sessions:
             self._check_room(session, 1)
