@@ -32,7 +32,8 @@ def dequantize_checkpoint(tensors: dict[str, torch.Tensor], config: dict[str, An
     """``tensors``, in place, with every quantized weight replaced by its ``dtype`` values and its scale
     dropped (in place so that each packed weight is freed as its values arrive)."""
     quant = config.get("quantization_config")
-    fp4 = isinstance(quant, dict) and quant.get("expert_dtype") == "fp4"
+    # DeepSeek V4's config.json states expert_dtype at its top level, V4.1's in quantization_config
+    fp4 = isinstance(quant, dict) and quant.get("expert_dtype", config.get("expert_dtype")) == "fp4"
     quantized = sorted(n for n, t in tensors.items() if t.dtype == FP8 or (fp4 and t.dtype in FP4_PACKED))
     if quant is None:
         if quantized:

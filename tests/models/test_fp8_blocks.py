@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kvgate.models.fp8_blocks import dequantize_checkpoint
-from tests.models.fp8_checkpoints import quantize, reference_dequantize
+from tests.models.fp8_checkpoints import quantize, quantize_fp4, reference_dequantize, reference_dequantize_fp4
 
 BLOCK = {"quant_method": "fp8", "weight_block_size": [4, 4]}
 
@@ -42,6 +42,18 @@ def test_without_a_block_size_one_scale_covers_the_tensor():
     out = dequantize_checkpoint({"p": values, "p_scale_inv": torch.tensor(0.5)},
                                 {"quantization_config": {"quant_method": "fp8"}}, torch.float32)
     assert torch.equal(out["p"], torch.tensor([[0.5, -1.0], [0.25, 2.0]]))
+
+
+def test_fp4_experts_declared_at_the_config_top_level_as_deepseek_v4_does():
+    torch.manual_seed(1)
+    packed, scale = quantize_fp4(torch.randn(3, 64))
+    config = {"quantization_config": BLOCK, "expert_dtype": "fp4"}
+    out = dequantize_checkpoint({"e.weight": packed, "e.scale": scale}, config, torch.float32)
+    assert torch.equal(out["e.weight"], reference_dequantize_fp4(packed, scale))
+    with pytest.raises(ValueError, match=r"e.scale has shape \(3, 1\).* needs \(3, 2\)"):
+        dequantize_checkpoint({"e.weight": packed, "e.scale": scale[:, :1]}, config, torch.float32)
+    untouched = dequantize_checkpoint({"e.weight": packed}, {"quantization_config": BLOCK}, torch.float32)
+    assert untouched["e.weight"].dtype == torch.int8  # not declared FP4: left for the family to refuse
 
 
 def test_a_checkpoint_without_quantized_weights_or_config_passes_through():
