@@ -3,7 +3,8 @@ keys, and a CSA layer adds compressed entries (one per ``csa_rate`` tokens, an o
 each, a lightning indexer choosing the top-k per query) or an HCA layer heavily compressed ones
 (one per ``hca_rate`` tokens); one shared K=V head with LoRA queries, per-head sinks and a grouped
 output projection; residual streams mixed by Sinkhorn hyper-connections; sqrt-softplus MoE whose
-first layers route by a token-id hash table. Hugging Face directories only (bf16/fp32 weights).
+first layers route by a token-id hash table. Hugging Face directories only (bf16 / fp32 weights, or
+block-scaled FP8 ones dequantized at load).
 Its plugin, the ``deepseek_v4`` entry point, is :mod:`kvgate.models.deepseek_v4.plugin`.
 
 What a session holds (:mod:`.state`): per token the rows every layer needs to resume at that token

@@ -4,7 +4,8 @@ its ``compressor.{wkv,wgate,ape,norm}`` and ``indexer.{wq_b,weights_proj,compres
 ``layers.<i>.ffn.{gate.{weight,bias,tid2eid},experts.<e>.w1/w2/w3,shared_experts.w1/w2/w3}``,
 ``layers.<i>.hc_{attn,ffn}_{fn,base,scale}``, ``hc_head`` and ``head``.
 
-FP8 checkpoints are not read.
+Block-scaled FP8 weights (and FP4 experts) arrive dequantized (:mod:`kvgate.models.fp8_blocks`);
+any other one-byte tensor is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def read_weights(arch: DeepseekV4Arch, tensors: dict[str, torch.Tensor], dtype: 
     packed = sorted(name for name, t in tensors.items() if t.dtype.itemsize == 1)
     if packed:
         raise ValueError(f"quantized DeepSeek V4 weights ({packed[0]}: {tensors[packed[0]].dtype}) are not "
-                         "supported: use a bf16 or fp32 checkpoint")
+                         "supported: use a bf16, fp32 or block-scaled FP8 checkpoint (quantization_config "
+                         "quant_method 'fp8')")
     take = taker(tensors, dtype, device)
     embed = take("embed.weight", dtype, "embed_tokens.weight")
     head = embed if arch.tie_embeddings else take("head.weight", dtype, "lm_head.weight")

@@ -1,9 +1,10 @@
 """Load a :class:`LlamaRuntime` from a Hugging Face directory, or from a GGUF file converted once.
 
 The shared readers (:mod:`kvgate.models.hf_loader`) give config, tokenizer, special tokens and
-safetensors; this module builds the Llama architecture and weights from them. A GGUF file is read
-through its converted Hugging Face directory (:mod:`kvgate.models.gguf_cache`). A family that
-reuses this runtime (Qwen3) passes its own :class:`Family`: its names, architecture and runtime class.
+safetensors, block-scaled FP8 weights dequantized (:mod:`kvgate.models.fp8_blocks`); this module
+builds the Llama architecture and weights from them. A GGUF file is read through its converted
+Hugging Face directory (:mod:`kvgate.models.gguf_cache`). A family that reuses this runtime (Qwen3)
+passes its own :class:`Family`: its names, architecture and runtime class.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
 from kvgate.core.sampling_defaults import valid_defaults
 from kvgate.models import gguf_cache
+from kvgate.models.fp8_blocks import dequantize_checkpoint
 from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded
 from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_or_none, load_weights, max_context,
                                      read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
@@ -66,7 +68,7 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    tensors = load_weights(directory)
+    tensors = dequantize_checkpoint(load_weights(directory), config, dtype)
     weights = family.weights(arch, tensors, dtype, device)
     draft = draft_weights(family, arch, config, tensors, weights, engine_config, dtype, device)
     del tensors

@@ -217,7 +217,11 @@ def test_the_architecture_chooses_the_dsml_v4_dialect_and_the_deepseek_v4_chat_f
     assert rendered.startswith("<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>")
 
 
-def test_quantized_weights_are_a_clear_error(tiny, tmp_path):
+@pytest.mark.parametrize("dtype, message", [
+    (torch.float8_e4m3fn, "wq_b.weight is torch.float8_e4m3fn but config.json has no quantization_config"),
+    (torch.int8, "quantized DeepSeek V4 weights.*int8"),  # FP4 packing, undeclared
+])
+def test_undeclared_quantized_weights_are_a_clear_error(tiny, tmp_path, dtype, message):
     import shutil
 
     from safetensors.torch import load_file, save_file
@@ -226,7 +230,7 @@ def test_quantized_weights_are_a_clear_error(tiny, tmp_path):
     shutil.copytree(tiny[0], directory)
     tensors = load_file(str(directory / "model.safetensors"))
     name = "model.layers.0.attn.wq_b.weight"
-    tensors[name] = tensors[name].to(torch.float8_e4m3fn)
+    tensors[name] = tensors[name].to(dtype)
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(ValueError, match="quantized DeepSeek V4 weights.*float8_e4m3fn"):
+    with pytest.raises(ValueError, match=message):
         load_tiny_v4(directory)

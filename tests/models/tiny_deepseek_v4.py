@@ -83,18 +83,20 @@ def add_mtp_layer(directory, seed: int = 5) -> dict:
     ``rotary`` (its model's rotary embedding) and the tensors ``enorm``, ``hnorm``, ``e_proj``,
     ``h_proj``, ``hc_fn``, ``hc_base``, ``hc_scale``, ``norm``.
     """
+    source, parts = random_mtp_layer(seed)
+    write_mtp_layer(directory, source, parts)
+    return parts
+
+
+def random_mtp_layer(seed: int = 5):
+    """(the 4-layer transformers model whose fourth layer is the block, the parts of :func:`add_mtp_layer`)."""
     import tempfile
     from pathlib import Path
-
-    from safetensors.torch import load_file, save_file
 
     with tempfile.TemporaryDirectory() as other:
         source = build_tiny_v4(Path(other), seed=seed, num_hidden_layers=4,
                                layer_types=LAYER_TYPES + ["sliding_attention"],
                                mlp_layer_types=["hash_moe", "moe", "moe", "moe"])
-        saved = load_file(str(Path(other) / "model.safetensors"))
-        block_tensors = {name.removeprefix("model.layers.3."): t for name, t in saved.items()
-                         if name.startswith("model.layers.3.")}
     generator = torch.Generator().manual_seed(seed)
     hidden, hc = TINY_V4["hidden_size"], TINY_V4["hc_mult"]
     parts = {"enorm": torch.rand(hidden, generator=generator) + 0.5,
@@ -105,11 +107,25 @@ def add_mtp_layer(directory, seed: int = 5) -> dict:
              "hc_base": torch.randn(hc, generator=generator) * 0.5,
              "hc_scale": torch.rand(1, generator=generator) + 0.5,
              "norm": torch.rand(hidden, generator=generator) + 0.5}
+    return source, {**parts, "block": source.model.layers[3], "rotary": source.model.rotary_emb}
+
+
+def write_mtp_layer(directory, source, parts: dict) -> None:
+    """Add ``mtp.0.*`` to the directory's weights: the source model's fourth layer and the parts' tensors."""
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    with tempfile.TemporaryDirectory() as other:
+        source.save_pretrained(other)
+        saved = load_file(str(Path(other) / "model.safetensors"))
+    block_tensors = {name.removeprefix("model.layers.3."): t for name, t in saved.items()
+                     if name.startswith("model.layers.3.")}
     names = {"enorm": "enorm.weight", "hnorm": "hnorm.weight", "e_proj": "e_proj.weight", "h_proj": "h_proj.weight",
              "hc_fn": "hc_head_fn", "hc_base": "hc_head_base", "hc_scale": "hc_head_scale", "norm": "norm.weight"}
     tensors = load_file(str(directory / "model.safetensors"))
     tensors.update({"mtp.0." + name: t for name, t in block_tensors.items()})
-    tensors.update({"mtp.0." + names[key]: parts[key] for key in names})
+    tensors.update({"mtp.0." + names[key]: parts[key].detach() for key in names})
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"),
               metadata={"format": "pt"})
-    return {**parts, "block": source.model.layers[3], "rotary": source.model.rotary_emb}
