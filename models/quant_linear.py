@@ -51,9 +51,12 @@ class Int4Weight:
     def dequantize(self) -> torch.Tensor:
         rows, cols = self.shape
         blocks = self.packed.view(rows // BLOCK_ROWS, cols, BLOCK_ROWS // 2)
-        q = torch.cat([blocks & 15, blocks >> 4], -1).transpose(1, 2).reshape(rows, cols // GROUP, GROUP)
+        q = torch.empty(rows // BLOCK_ROWS, 2, BLOCK_ROWS // 2, cols)  # fp32, written as the nibbles unpack
+        q[:, 0] = (blocks & 15).transpose(1, 2)
+        q[:, 1] = blocks.bitwise_right_shift(4).transpose(1, 2)
         scale, zero = self.scale_zeros.float().permute(2, 1, 0)[..., None]
-        return ((q.float() - 8) * scale + zero).view(rows, cols).bfloat16()
+        q = q.view(rows, cols // GROUP, GROUP)
+        return q.mul_(scale).add_(zero - 8 * scale).view(rows, cols).bfloat16()
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed, GROUP, self.scale_zeros)
