@@ -105,7 +105,8 @@ def load_sides(cache_dir: str):
     from kvgate.models.progress import Progress
 
     source = resolve_source("")
-    runtime = load_runtime(source, ModelConfig(dtype="bf16"), EngineConfig(kv_pool_tokens=8 * 8192), cache_dir)
+    runtime = load_runtime(source, ModelConfig(dtype="bf16", weights="bf16"), EngineConfig(kv_pool_tokens=8 * 8192),
+                           cache_dir)  # dense, as transformers runs it (bench_weights.py compares the formats)
     converted = converted_directory(source.path, "bf16", cache_dir, Progress("transformers"))
     model = AutoModelForCausalLM.from_pretrained(str(converted), dtype=torch.bfloat16).eval()
     return KvgateSide(runtime), TransformersSide(model), runtime

@@ -64,6 +64,8 @@ class ModelConfig:
     name: str = "smollm2"  # the id served on /v1/models
     aliases: list[str] = attrs.field(factory=list)
     dtype: str = attrs.field(default="bf16", validator=_one_of("bf16", "fp32", "fp16"))
+    # linear weights: dense in dtype ("bf16"), int8 per row or int4 in groups of 32 (CPU, dtype bf16)
+    weights: str = attrs.field(default="auto", validator=_one_of("auto", "bf16", "int8", "int4"))
     device: str = "auto"  # auto / cpu / cuda
     dialect: str = ""  # empty = chosen from architecture and template
     dialect_variant: str = ""  # empty = the dialect picks from the template (e.g. chatml_json qwen25 / qwen3)

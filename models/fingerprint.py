@@ -1,4 +1,4 @@
-"""A cheap fingerprint of a loaded model: architecture, dtype and a digest of every weight tensor.
+"""A cheap fingerprint of a loaded model: architecture, dtype, weight format and a digest of every weight tensor.
 
 Each tensor contributes its shape, its fp64 sum and absolute sum and a strided sample of values,
 so any realistic change to the weights changes the fingerprint without hashing every byte.
@@ -27,6 +27,9 @@ def weights_fingerprint(arch, weights, dtype: torch.dtype) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps(attrs.asdict(arch), sort_keys=True, default=str).encode())
     digest.update(str(dtype).encode())
+    fmt = getattr(weights, "format", "bf16")
+    if fmt != "bf16":  # dense weights hash as they always did, so their saved caches stay valid
+        digest.update(f"weights={fmt}".encode())
     for tensor in weights.named_tensors():
         digest.update(tensor_digest(tensor))
     return digest.hexdigest()[:32]

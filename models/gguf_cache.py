@@ -1,8 +1,9 @@
 """The cache of converted GGUF files: each is converted once into a Hugging Face directory.
 
 A GGUF file is converted into a Hugging Face directory under
-``<cache_dir>/<hash of path, size, mtime and dtype>/`` (pass ``cache_dir = <state_dir>/models``);
-the next start reads the converted safetensors directly. A damaged entry is converted again.
+``<cache_dir>/<hash of path, size, mtime, dtype and, for int4, the weight format>/`` (pass
+``cache_dir = <state_dir>/models``); the next start reads the converted safetensors directly. A
+damaged entry is converted again. For int4 weights the Q4 linear weights are stored 4-bit.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from kvgate.models.progress import Progress
 CONVERTER_VERSION = "1"
 
 
-def gguf_cache_key(path: str, dtype: str) -> str:
+def gguf_cache_key(path: str, dtype: str, weights: str = "bf16") -> str:
     stat = os.stat(path)
-    identity = json.dumps([os.path.abspath(path), stat.st_size, stat.st_mtime_ns, dtype, CONVERTER_VERSION])
+    fields = [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, dtype, CONVERTER_VERSION]
+    # only int4 changes what is stored (int8 quantizes the dense weights at load)
+    identity = json.dumps(fields + (["int4"] if weights == "int4" else []))
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
@@ -42,16 +45,16 @@ def cache_entry_readable(directory: Path) -> bool:
         return False
 
 
-def converted_directory(path: str, dtype: str, cache_dir: str, progress: Progress) -> Path:
+def converted_directory(path: str, dtype: str, cache_dir: str, progress: Progress, weights: str = "bf16") -> Path:
     """The cached Hugging Face directory of a GGUF, converting it first when absent."""
-    target = Path(cache_dir) / gguf_cache_key(path, dtype)
+    target = Path(cache_dir) / gguf_cache_key(path, dtype, weights)
     if cache_entry_readable(target):
         return target
     shutil.rmtree(target, ignore_errors=True)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=cache_dir))
     try:
-        convert_gguf(path, staging, DTYPES[dtype], progress)
+        convert_gguf(path, staging, DTYPES[dtype], progress, int4=weights == "int4")
         if not target.exists():
             os.replace(staging, target)
     finally:

@@ -3,6 +3,7 @@
 The directory holds config.json, model.safetensors (in the requested dtype), tokenizer.json and
 tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
 llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
+Converted for int4 weights, Q4_0 / Q4_1 linear weights are stored 4-bit (:mod:`kvgate.models.gguf_quant`).
 The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`.
 """
 
@@ -18,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from kvgate.models import gguf_experts
+from kvgate.models.gguf_quant import q4_parts, stored_parts
 from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
 from kvgate.models.progress import Progress
 
@@ -99,8 +101,27 @@ def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
     return config
 
 
-def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress) -> None:
-    """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist)."""
+def _unpermuted(gguf_name: str, values: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """``values`` (rows first) with llama.cpp's q/k row order undone, for a Llama model's q and k."""
+    if config["model_type"] != "llama" or not re.search(r"attn_[qk]\.", gguf_name):
+        return values
+    heads = config["num_attention_heads" if ".attn_q." in gguf_name else "num_key_value_heads"]
+    return unpermute_rows(values, heads)
+
+
+def _kept_4bit(tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The stored 4-bit parts (:mod:`kvgate.models.gguf_quant`) of a dense layer's Q4_0 / Q4_1
+    linear weight; empty for any other tensor (it is dequantized)."""
+    match = re.fullmatch(r"blk\.(\d+)\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight", tensor.name)
+    parts = q4_parts(tensor.data, tensor.tensor_type.name) if match else None
+    if parts is None or int(match.group(1)) >= config["num_hidden_layers"]:
+        return {}
+    return stored_parts(hf_name(tensor.name), tuple(_unpermuted(tensor.name, part, config) for part in parts))
+
+
+def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress, int4: bool = False) -> None:
+    """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist);
+    ``int4``: dense layers' Q4_0 / Q4_1 linear weights stay 4-bit (:mod:`kvgate.models.gguf_quant`)."""
     from gguf.quants import dequantize
 
     progress.stage("reading GGUF metadata")
@@ -117,14 +138,14 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     tokenizer_config = dict(specials, chat_template=meta.get("tokenizer.chat_template"),
                             add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))
     progress.stage(f"dequantizing {len(reader.tensors)} tensors")
-    permute = config["model_type"] == "llama"
     tensors = {}
     for tensor in reader.tensors:
+        kept = int4 and _kept_4bit(tensor, config)
+        if kept:
+            tensors.update(kept)
+            continue
         values = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
-        values = values.reshape([int(d) for d in reversed(tensor.shape)])
-        if permute and re.search(r"attn_[qk]\.", tensor.name):
-            q = ".attn_q." in tensor.name
-            values = unpermute_rows(values, config["num_attention_heads" if q else "num_key_value_heads"])
+        values = _unpermuted(tensor.name, values.reshape([int(d) for d in reversed(tensor.shape)]), config)
         for name, part in gguf_experts.hf_tensors(tensor.name, values, config["num_hidden_layers"], hf_name).items():
             part = np.ascontiguousarray(part)
             if not part.flags.writeable:  # plain F32 tensors are views of the read-only memory map

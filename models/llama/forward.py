@@ -21,6 +21,7 @@ from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
 from kvgate.models.moe.experts import moe_mlp
+from kvgate.models.quant_linear import DENSE_ROWS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
@@ -36,9 +37,12 @@ class LlamaForward:
         # from this many keys on, prefill attention runs in fp32 (None: always in the model dtype)
         self.fp32_attention_keys = fp32_attention_keys
 
-    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """F.linear; in deterministic mode a single row goes as two (the math library takes another
-        path for one row at some shapes, and that path rounds differently)."""
+    def _linear(self, x: torch.Tensor, weight, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """F.linear, or a quantized weight's own (:mod:`kvgate.models.quant_linear`); in deterministic
+        mode a single row goes as two (the math library takes another path for one row at some
+        shapes, and that path rounds differently)."""
+        if not isinstance(weight, torch.Tensor):
+            return linear(x, weight, bias, None if self.deterministic else DENSE_ROWS)
         if self.deterministic and x.shape[0] == 1:
             return F.linear(torch.cat([x, x]), weight, bias)[:1]
         return F.linear(x, weight, bias)

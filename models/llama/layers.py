@@ -13,6 +13,7 @@ from typing import Any, Optional
 import attrs
 import torch
 
+from kvgate.models.gguf_quant import cat_rows
 from kvgate.models.rope_scaling import declared_scaling
 from kvgate.models.moe.config import MoeConfig
 from kvgate.models.moe.weights import MoeWeights, read_moe
@@ -88,7 +89,8 @@ class LayerWeights:
     moe: Optional[MoeWeights] = None
 
     def tensors(self) -> list[torch.Tensor]:
-        out = [t for t in attrs.astuple(self, recurse=False) if isinstance(t, torch.Tensor)]
+        """Every tensor, a quantized weight's own ones included (for the fingerprint)."""
+        out = [t for value in attrs.astuple(self, recurse=False) for t in weight_tensors(value)]
         return out + (self.moe.tensors() if self.moe is not None else [])
 
 
@@ -97,7 +99,8 @@ class LlamaWeights:
     embed: torch.Tensor
     layers: list[LayerWeights]
     norm: torch.Tensor
-    lm_head: torch.Tensor
+    lm_head: torch.Tensor  # a tensor, or after quantization an Int8Weight / Int4Weight like the layers' linears
+    format: str = "bf16"  # the weight format (kvgate.models.weight_format): "bf16" dense, "int8", "int4"
 
     @classmethod
     def from_hf_tensors(cls, arch: LlamaArch, tensors: dict[str, torch.Tensor],
@@ -140,16 +143,23 @@ class LlamaWeights:
                                      f"config says {shape}")
 
     def named_tensors(self) -> list[torch.Tensor]:
-        out = [self.embed, self.norm, self.lm_head]
+        out = [self.embed, self.norm, *weight_tensors(self.lm_head)]
         for layer in self.layers:
             out += layer.tensors()
         return out
 
 
+def weight_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of a field: itself, a quantized weight's parts, or none."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return value.tensors() if hasattr(value, "tensors") and not isinstance(value, MoeWeights) else []
+
+
 def _layer(arch: LlamaArch, take, has, index: int) -> LayerWeights:
     prefix = f"model.layers.{index}."
     attn = prefix + "self_attn."
-    qkv = torch.cat([take(attn + "q_proj.weight"), take(attn + "k_proj.weight"), take(attn + "v_proj.weight")])
+    qkv = cat_rows([take(attn + "q_proj.weight"), take(attn + "k_proj.weight"), take(attn + "v_proj.weight")])
     bias = None
     if arch.qkv_bias:
         bias = torch.cat([take(attn + "q_proj.bias"), take(attn + "k_proj.bias"), take(attn + "v_proj.bias")])
@@ -163,7 +173,7 @@ def _layer(arch: LlamaArch, take, has, index: int) -> LayerWeights:
         attn_norm=take(prefix + "input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
         o=take(attn + "o_proj.weight"), o_bias=take(attn + "o_proj.bias") if arch.o_bias else None,
         mlp_norm=take(prefix + "post_attention_layernorm.weight"),
-        gate_up=None if sparse else torch.cat([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
+        gate_up=None if sparse else cat_rows([take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")]),
         down=None if sparse else take(mlp + "down_proj.weight"),
         qk_norm=qk_norm, moe=read_moe(take, has, mlp, arch.moe) if sparse else None,
     )

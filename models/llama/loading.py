@@ -24,10 +24,13 @@ from kvgate.models.fp8_blocks import dequantize_checkpoint
 from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded
 from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_or_none, load_weights, max_context,
                                      read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
+from kvgate.models.gguf_quant import gather_parts
 from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
+from kvgate.models.llama.quantize import quantize_weights
 from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.progress import Progress
 from kvgate.models.rope_scaling import served_rope
+from kvgate.models.weight_format import resolve_weights
 
 log = logging.getLogger("kvgate")
 
@@ -51,8 +54,9 @@ LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
 
 def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
                       progress: Optional[Progress] = None, default_context: int = 0,
-                      family: Family = LLAMA) -> LlamaRuntime:
-    """``default_context``: served when ``model.max_context`` is 0 (the embedded model's own)."""
+                      family: Family = LLAMA, weight_format: str = "bf16") -> LlamaRuntime:
+    """``default_context``: served when ``model.max_context`` is 0 (the embedded model's own);
+    ``weight_format``: a resolved :mod:`kvgate.models.weight_format` ("bf16", "int8", "int4")."""
     progress = progress or Progress(path)
     directory = Path(path)
     config = read_json(directory / "config.json")
@@ -68,10 +72,12 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    tensors = dequantize_checkpoint(load_weights(directory), config, dtype)
+    tensors = gather_parts(dequantize_checkpoint(load_weights(directory), config, dtype))
     weights = family.weights(arch, tensors, dtype, device)
     draft = draft_weights(family, arch, config, tensors, weights, engine_config, dtype, device)
     del tensors
+    if quantizable(family):
+        weights = quantize_weights(weights, weight_format)
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
@@ -106,10 +112,18 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     if source.architecture and source.architecture not in family.names:
         raise ValueError(f"architecture {source.architecture!r} is not a {family.name} model")
     progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)
-    if source.kind == "hf":
-        return load_hf_directory(source.path, model_config, engine_config, progress, family=family)
-    if source.kind != "gguf":
+    if source.kind not in ("hf", "gguf"):
         raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
-    directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress)
+    fmt = resolve_weights(model_config, source, resolve_device(model_config.device), engine_config.deterministic,
+                          quantizable(family))
+    log.info("weights: %s (model.weights = %s)", fmt, model_config.weights)
+    if source.kind == "hf":
+        return load_hf_directory(source.path, model_config, engine_config, progress, family=family, weight_format=fmt)
+    directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress, fmt)
     default_context = EMBEDDED_CONTEXT if is_embedded(source.path) else 0
-    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context, family)
+    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context, family, fmt)
+
+
+def quantizable(family: Family) -> bool:
+    """Whether the family's weights are :class:`LlamaWeights` (other weight classes stay dense)."""
+    return family.weights == LlamaWeights.from_hf_tensors

@@ -18,6 +18,7 @@ def test_defaults_listen_on_loopback_8000():
     config = load_config()
     assert (config.server.host, config.server.port) == ("127.0.0.1", 8000)
     assert config.model.path == "" and config.model.name == "smollm2"
+    assert config.model.weights == "auto"
 
 
 def test_file_and_overrides(tmp_path):
@@ -33,6 +34,7 @@ def test_file_and_overrides(tmp_path):
     ("[engine]\nmax_batch = \"many\"\n", "engine.max_batch: invalid value"),
     ("[engine]\nmax_batch = 0\n", "engine.max_batch"),
     ("[model]\ndtype = \"int3\"\n", "model.dtype"),
+    ("[model]\nweights = \"int3\"\n", "model.weights"),
     ("[nonsense]\na = 1\n", "nonsense: unknown key"),
     ("[server\n", "not valid TOML"),
 ])

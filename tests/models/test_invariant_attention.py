@@ -1,7 +1,7 @@
 """Batch- and split-invariant attention (``engine.deterministic``): bit-identical results on every path.
 
 The kernel tests run random tensors; the model tests run the real SmolLM2-135M in bf16, the serving
-dtype, where the default attention drifts between paths: a token's logits and K/V are compared
+dtype, with dense, int8 and int4 weights, where the default attention drifts between paths: a token's logits and K/V are compared
 with ``torch.equal``, never within a tolerance.
 """
 
@@ -57,14 +57,15 @@ def test_a_decode_row_is_the_same_alone_padded_or_in_a_batch():
 
 # --- the real model, bf16 ----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def deterministic_runtime(smollm2_model_cache):
+@pytest.fixture(scope="module", params=["bf16", "int8", "int4"])
+def deterministic_runtime(request, smollm2_model_cache):
+    """In every weight format: the quantized kernels are batch-invariant on their own."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
 
-    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16"), EngineConfig(deterministic=True),
-                        smollm2_model_cache)
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", weights=request.param),
+                        EngineConfig(deterministic=True), smollm2_model_cache)
 
 
 def prompt_tokens(runtime, words: int = 220) -> list[int]:
