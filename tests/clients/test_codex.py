@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,15 @@ def turn_usage(events: list) -> dict:
     return next(e["usage"] for e in events if e.get("type") == "turn.completed")
 
 
+def log_since(server, offset: int, line: str, timeout: float = 30.0) -> str:
+    """The server log after ``offset``, once ``line`` is in it (a WebSocket's request line is written
+    when the socket closes, which can be after the client has exited)."""
+    deadline = time.monotonic() + timeout
+    while line not in server.log()[offset:] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return server.log()[offset:]
+
+
 def test_codex_exec_over_http(codex_bin, server, tmp_path):
     before = len(server.log())
     code, events, stderr = run_until_answered(codex_bin, server, tmp_path, websockets=False)
@@ -124,7 +134,7 @@ def test_codex_exec_over_websocket(codex_bin, server, tmp_path):
     code, events, stderr = run_until_answered(codex_bin, server, tmp_path, websockets=True)
     assert code == 0, (events, stderr)
     assert agent_messages(events) and agent_messages(events)[0].strip()
-    log = server.log()[before:]
+    log = log_since(server, before, "WEBSOCKET /v1/responses 101")
     assert log.count("WEBSOCKET /v1/responses 101") >= 1 and "POST /v1/responses" not in log
     # Codex warms the socket up, then continues from the warm-up by previous_response_id
     assert "responses websocket: warm-up" in log
