@@ -40,6 +40,11 @@ ARCHITECTURE_MATCH = 100
 
 CLOSING_LITERAL_KEYS = ("value_close", "param_close", "call_close", "invoke_close", "block_close")
 
+
+def named_closing_literals(literals: dict[str, str]) -> list[str]:
+    """The literals named in ``CLOSING_LITERAL_KEYS``, in that order."""
+    return [literals[key] for key in CLOSING_LITERAL_KEYS if literals.get(key)]
+
 class StreamParser(abc.ABC):
     """Per-response incremental parser. Feed decoded text as it arrives; events come out.
 
@@ -164,7 +169,7 @@ class Dialect(abc.ABC):
         last). The default takes the literals named in ``CLOSING_LITERAL_KEYS``; a dialect whose
         names differ lists its own. A literal missing here can leave the fence without a way to
         close a call in time, so it cannot promise a complete call at ``max_tokens``."""
-        return [self.literals[key] for key in CLOSING_LITERAL_KEYS if self.literals.get(key)]
+        return named_closing_literals(self.literals)
 
     @property
     def trigger(self) -> str:

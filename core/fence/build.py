@@ -22,16 +22,17 @@ from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
 from kvgate.core.fence.schema_prepare import SchemaPreparer
 from kvgate.core.fence.tokens import TokenizerInfo
-from kvgate.core.dialect import CLOSING_LITERAL_KEYS
+from kvgate.core.dialect import named_closing_literals
 from kvgate.core.types import ChatRequest
 
 CONSTRAINT_CACHE_SIZE = 64
+
+
 def closing_literals(dialect: Any) -> list[str]:
     own = getattr(dialect, "closing_literals", None)
     if own is not None:
         return list(own)
-    literals = getattr(dialect, "literals", {}) or {}  # a dialect outside the ABC: the named keys
-    return [literals[key] for key in CLOSING_LITERAL_KEYS if literals.get(key)]
+    return named_closing_literals(getattr(dialect, "literals", {}) or {})  # a dialect outside the ABC
 
 
 def closer_for(info: TokenizerInfo, dialect: Any) -> Closer:
