@@ -3,13 +3,17 @@ one segment, a batched decode one segment of one token per session). Everything 
 projections, hyper-connections, experts -- runs over all segments' rows at once; attention runs per
 segment, over that session's window keys and compressed entries (:mod:`.attention`).
 
-Each layer writes its per-token rows (:mod:`.state`) into the pool before attending, so a segment's
-queries read their window keys and the raw projections of the windows they complete from the pool,
-whatever mix of earlier prefills, decodes and imports filled it.
+Each layer writes its tokens' K=V vectors into the pool before attending, so a segment's queries
+read their window keys from the pool, whatever mix of earlier prefills, decodes and imports filled
+it; a compressed layer takes its tokens' raw projections into the session's raw tail and pools the
+windows they complete into entries (:mod:`.advance`). A *replay* (:mod:`.replay`) runs tokens whose
+K=V vectors and entries are already stored, writing neither (the blocks may be shared), to rebuild
+the raw tail only.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional, Sequence
 
 import attrs
@@ -17,13 +21,13 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted, Session
+from kvgate.models.deepseek_v4.advance import advance
 from kvgate.models.deepseek_v4.arch import CSA, SLIDING
 from kvgate.models.deepseek_v4.attention import key_values, norm, output, queries, segment_attention
 from kvgate.models.deepseek_v4.compressor import compress
 from kvgate.models.deepseek_v4.hyper import collapse_head, expand, mix
 from kvgate.models.deepseek_v4.moe import moe_mlp
 from kvgate.models.deepseek_v4.rotary import InterleavedRotary, rotate
-from kvgate.models.deepseek_v4.state import entries
 
 
 @attrs.define
@@ -38,8 +42,8 @@ class DeepseekV4Forward:
     keep_hidden = False  # keep the final residual streams of every row (an MTP head drafts from them)
     hidden: Optional[torch.Tensor] = None
 
-    def __init__(self, arch, weights, pool, layout):
-        self.arch, self.weights, self.pool, self.layout = arch, weights, pool, layout
+    def __init__(self, arch, weights, pool, layout, raw_layout):
+        self.arch, self.weights, self.pool, self.layout, self.raw_layout = arch, weights, pool, layout, raw_layout
         device = weights.embed.device
         self.main_rope = InterleavedRotary(arch.rope_dim, arch.rope_theta, None, device)
         self.compress_rope = InterleavedRotary(arch.rope_dim, arch.compress_rope_theta, arch.rope_scaling, device)
@@ -50,8 +54,9 @@ class DeepseekV4Forward:
         return self.pool.layer_views[0][0]
 
     def run(self, segments: Sequence[Segment], ids: torch.Tensor, all_logits: bool,
-            interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
-        """Logits [rows, vocab] (fp32) of every new row, or of each segment's last row."""
+            interrupted: Optional[Callable[[], bool]] = None, replay: bool = False) -> torch.Tensor:
+        """Logits [rows, vocab] (fp32) of every new row, or of each segment's last row (``replay``: of
+        rows already stored, whose K=V vectors are not written again)."""
         arch, device, offset = self.arch, ids.device, 0
         for segment in segments:
             segment.rows, offset = slice(offset, offset + segment.count), offset + segment.count
@@ -62,7 +67,8 @@ class DeepseekV4Forward:
             if interrupted is not None and interrupted():
                 raise PrefillInterrupted(f"prefill of {len(ids)} tokens interrupted before layer {index}")
             x, post, comb = mix(streams, layer.attn_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
-            out = self._attention(norm(x, layer.attn_norm, arch.rms_eps), index, segments, positions, slots)
+            out = self._attention(norm(x, layer.attn_norm, arch.rms_eps), index, segments, positions,
+                                  None if replay else slots)
             streams = expand(streams, out, post, comb)
             x, post, comb = mix(streams, layer.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
             streams = expand(streams, moe_mlp(norm(x, layer.mlp_norm, arch.rms_eps), ids, layer.moe, arch), post, comb)
@@ -81,18 +87,15 @@ class DeepseekV4Forward:
         self.rows[slots, 0, field] = values.to(self.rows.dtype)
 
     def _attention(self, x, index: int, segments, positions, slots) -> torch.Tensor:
-        arch, attention, fields = self.arch, self.weights.layers[index].attention, self.layout.fields[index]
+        arch, attention, kv_field = self.arch, self.weights.layers[index].attention, self.layout.fields[index]["kv"]
         kind, rate = arch.kinds[index], arch.rate(index)
         cos, sin = (self.main_rope if kind == SLIDING else self.compress_rope).angles(positions)
         q, residual = queries(x, attention, arch, cos, sin)
-        self._write(slots, fields["kv"], key_values(x, attention, arch, cos, sin))
-        if attention.compressor is not None:
-            self._write(slots, fields["raw_kv"], F.linear(x, attention.compressor.kv))
-            self._write(slots, fields["raw_gate"], F.linear(x, attention.compressor.gate))
-        if attention.indexer is not None:
+        if slots is not None:
+            self._write(slots, kv_field, key_values(x, attention, arch, cos, sin))
+        raw = self._raw_rows(x, attention) if kind != SLIDING else None
+        if kind == CSA:
             indexer = attention.indexer
-            self._write(slots, fields["index_kv"], F.linear(x, indexer.compressor.kv))
-            self._write(slots, fields["index_gate"], F.linear(x, indexer.compressor.gate))
             index_q = rotate(F.linear(residual, indexer.q_up).view(-1, arch.index_heads, arch.index_dim), cos, sin)
             head_weights = F.linear(x, indexer.head_weights).float() * arch.index_heads ** -0.5
         out = []
@@ -100,37 +103,31 @@ class DeepseekV4Forward:
             table, rows = segment.session.block_table, segment.rows
 
             def keys_of(first: int, end: int, table=table) -> torch.Tensor:
-                return self.rows[self.pool.slots(table, first, end), 0, fields["kv"]]
+                return self.rows[self.pool.slots(table, first, end), 0, kv_field]
 
             compressed, indexer_inputs = None, None
             if kind != SLIDING:
-                count = (segment.start + segment.count) // rate
-                compressed = self._entries(segment.session, index, "kv", count)
+                entries = advance(segment.session, index, self.raw_layout, raw[rows],
+                                  segment.start + segment.count, functools.partial(self._pool_windows, index))
+                compressed = entries["kv"]
                 if kind == CSA:
-                    indexer_inputs = (index_q[rows], head_weights[rows],
-                                      self._entries(segment.session, index, "index", count))
+                    indexer_inputs = (index_q[rows], head_weights[rows], entries["index"])
             out.append(segment_attention(q[rows], positions[rows], keys_of, compressed, indexer_inputs, attention,
                                          arch, rate))
         return output(torch.cat(out), attention, arch, cos, sin)
 
-    def _entries(self, session: Session, index: int, which: str, count: int) -> torch.Tensor:
-        """The session's first ``count`` entries of layer ``index`` (``which``: "kv" or "index")."""
-        arch, fields, rate = self.arch, self.layout.fields[index], self.arch.rate(index)
-        attention = self.weights.layers[index].attention
-        overlap = arch.kinds[index] == CSA
-        if which == "kv":
-            compressor, dims, kv_field, gate_field = attention.compressor, arch.head_dim, "raw_kv", "raw_gate"
-        else:
+    def _raw_rows(self, x: torch.Tensor, attention) -> torch.Tensor:
+        """The raw projections [n, width] of a compressed layer (:class:`~.tail.RawLayer`'s row)."""
+        parts = [attention.compressor.kv, attention.compressor.gate]
+        if attention.indexer is not None:
+            parts += [attention.indexer.compressor.kv, attention.indexer.compressor.gate]
+        return torch.cat([F.linear(x, weight) for weight in parts], -1)
+
+    def _pool_windows(self, index: int, which: str, kv, gate, first: int, previous) -> torch.Tensor:
+        """Entries of layer ``index``'s compressor ``which`` ("kv" or "index") from raw rows."""
+        arch, attention = self.arch, self.weights.layers[index].attention
+        compressor, dims = attention.compressor, arch.head_dim
+        if which == "index":
             compressor, dims = attention.indexer.compressor, arch.index_dim
-            kv_field, gate_field = "index_kv", "index_gate"
-
-        def build(first: int, last: int) -> torch.Tensor:
-            begin = (first - 1 if overlap and first else first) * rate
-            slots = self.pool.slots(session.block_table, begin, last * rate)
-            kv, gate = self.rows[slots, 0, fields[kv_field]], self.rows[slots, 0, fields[gate_field]]
-            previous = None
-            if begin < first * rate:
-                previous, kv, gate = (kv[:rate], gate[:rate]), kv[rate:], gate[rate:]
-            return compress(kv, gate, compressor, dims, overlap, first, previous, self.compress_rope, arch.rms_eps)
-
-        return entries(session, (index, which), count, build)
+        overlap = arch.kinds[index] == CSA
+        return compress(kv, gate, compressor, dims, overlap, first, previous, self.compress_rope, arch.rms_eps)

@@ -1,53 +1,40 @@
-"""What a DeepSeek V4 session holds: per token, in the block pool, and per session, the entries.
+"""What a DeepSeek V4 session holds: per token in the block pool, per window and per session in
+``session.aux``. Widths in elements of the runtime dtype; bytes at V4-Flash's size in bf16 (43
+layers: 20 CSA, 23 HCA; ``head_dim`` 512, ``index_dim`` 128, rates 4 and 128).
 
-Per token and layer the pool holds (runtime dtype, one row of :attr:`TokenLayout.width` per token):
+- Per token, the pool row (:class:`TokenLayout`): each layer's normed, rotated K=V vector, its
+  sliding-window key, ``layers * head_dim`` (V4-Flash: 44,032 B per token).
+- Per window, the compressed entries, the state of record (:class:`EntryView` over an
+  :class:`EntryBuffer` that forks share, copied on write): per ``csa_rate`` tokens a CSA layer's
+  entry (``head_dim``) and indexer key (``index_dim``), per ``hca_rate`` tokens an HCA layer's entry
+  (``head_dim``) (V4-Flash: 6,400 + 184 = 6,584 B per token).
+- Per session, each compressed layer's raw tail (:mod:`.tail`): the raw projections of its open
+  window (CSA: and of the window before), plus ``csa_rate`` spare tokens; at most
+  ``hca_rate + csa_rate - 1`` rows of ``2 * head_dim`` (HCA) and ``3 * csa_rate - 1`` rows of
+  ``4 * (head_dim + index_dim)`` (CSA) (V4-Flash: at most 6,170,624 + 1,126,400 B per session).
 
-- ``kv``: the token's normed, rotated K=V vector (``head_dim``) -- its sliding-window key;
-- HCA layers: the compressor's raw projections ``raw_kv``, ``raw_gate`` (``head_dim`` each);
-- CSA layers: the compressor's raw projections (two series: ``2 * head_dim`` each) and the
-  indexer's (``2 * index_dim`` each).
-
-Everything else derives from these rows: a window's compressed entry is a function of its tokens'
-raw projections (and, for CSA, the previous window's), so a session's entries are a cache
-(``session.aux``) rebuilt from the pool at any length -- after a fork, a truncation or an import
-at a length that is not a window multiple -- and the exported state is the per-token rows alone.
+A window's entry is pooled from its tokens' raw projections once it completes and is never rebuilt
+from them again; a cut back into a window whose raw rows the tail no longer holds replays the tokens
+since the last boundary (:mod:`.replay`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
 from kvgate.core.runtime import Session
-from kvgate.models.deepseek_v4.arch import CSA, HCA, DeepseekV4Arch
+from kvgate.models.deepseek_v4.arch import DeepseekV4Arch
 
 ENTRIES = "deepseek_v4_entries"  # session.aux key: {(layer, "kv" | "index"): EntryView}
 
 
 class TokenLayout:
-    """Where each layer's per-token fields sit in a token's pool row."""
+    """Where each layer's K=V vector sits in a token's pool row (``fields[layer]["kv"]``)."""
 
     def __init__(self, arch: DeepseekV4Arch):
-        self.fields: list[dict[str, slice]] = []
-        offset = 0
-        for kind in arch.kinds:
-            widths = {"kv": arch.head_dim}
-            if kind == HCA:
-                widths.update(raw_kv=arch.head_dim, raw_gate=arch.head_dim)
-            elif kind == CSA:
-                widths.update(raw_kv=2 * arch.head_dim, raw_gate=2 * arch.head_dim,
-                              index_kv=2 * arch.index_dim, index_gate=2 * arch.index_dim)
-            fields = {}
-            for name, width in widths.items():
-                fields[name] = slice(offset, offset + width)
-                offset += width
-            self.fields.append(fields)
-        self.width = offset
-
-    def describe(self) -> str:
-        return "+".join(str(f["kv"].stop - f["kv"].start + sum(s.stop - s.start for n, s in f.items() if n != "kv"))
-                        for f in self.fields)
+        d = arch.head_dim
+        self.fields = [{"kv": slice(i * d, (i + 1) * d)} for i in range(arch.layers)]
+        self.width = arch.layers * d
 
 
 class EntryBuffer:
@@ -95,26 +82,27 @@ def cached_entries(session: Session) -> dict:
     return session.aux.setdefault(ENTRIES, {})
 
 
-def entries(session: Session, key: tuple[int, str], count: int,
-            build: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
-    """The first ``count`` entries of ``key``: cached ones, plus ``build(first, count)`` for the rest."""
-    cache = cached_entries(session)
-    view = cache.get(key)
-    if view is None:
-        view = cache[key] = EntryView(EntryBuffer(build(0, count)), count)
-    elif view.count < count:
-        view.append(build(view.count, count))
-    return view.rows()[:count]
+def entry_view(session: Session, key: tuple[int, str], empty: torch.Tensor) -> EntryView:
+    """The session's entries of ``key``, a new empty view (of ``empty`` [0, dims]) the first time."""
+    views = cached_entries(session)
+    if key not in views:
+        views[key] = EntryView(EntryBuffer(empty), 0)
+    return views[key]
+
+
+def entry_count(session: Session, key: tuple[int, str]) -> int:
+    view = session.aux.get(ENTRIES, {}).get(key)
+    return 0 if view is None else view.count
 
 
 def keep_entries(session: Session, length: int, rates: dict[int, int]) -> None:
-    """Drop cached entries of windows not complete within the first ``length`` tokens."""
+    """Drop the entries of windows not complete within the first ``length`` tokens."""
     for key, view in cached_entries(session).items():
         view.count = min(view.count, length // rates[key[0]])
 
 
 def forked_entries(session: Session, length: int, rates: dict[int, int]) -> dict:
-    """A fork's entry cache: the windows complete within its ``length`` tokens (rows shared)."""
+    """A fork's entries: the windows complete within its ``length`` tokens (rows shared)."""
     return {key: view.share(length // rates[key[0]]) for key, view in cached_entries(session).items()}
 
 
