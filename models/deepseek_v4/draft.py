@@ -42,7 +42,7 @@ class DraftState:
         keep = self.positions < length - 1
         tail = None
         if self.tail is not None and length > self.tail_start:
-            tail = self.tail[:length - self.tail_start]
+            tail = self.tail[:length - self.tail_start].clone()
         return DraftState(self.kv[keep], self.positions[keep], tail, self.tail_start)
 
 
@@ -84,7 +84,7 @@ class V4DraftHead:
             kv = key_values(x, self.weights.block.attention, self.arch, *self.forward.main_rope.angles(positions))
             state.kv, state.positions = torch.cat([state.kv, kv]), torch.cat([state.positions, positions])
             keep = self.arch.window + MARGIN
-            state.kv, state.positions = state.kv[-keep:], state.positions[-keep:]
+            state.kv, state.positions = state.kv[-keep:].clone(), state.positions[-keep:].clone()
         if state.tail is not None and state.tail_start + state.tail.shape[0] == start:
             streams, start = torch.cat([state.tail, streams]), state.tail_start
         drop = max(streams.shape[0] - MARGIN, 0)

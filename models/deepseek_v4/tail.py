@@ -13,6 +13,8 @@ to ``spare`` tokens (a rejected draft) never replays: at most ``rate + spare - 1
 
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 import torch
 
@@ -33,9 +35,10 @@ class RawTail:
     def between(self, first: int, end: int) -> torch.Tensor:
         return self.rows[first - self.start:end - self.start]
 
-    def keep(self, first: int) -> "RawTail":
-        first = max(first, self.start)
-        return RawTail(first, self.between(first, self.end))
+    def keep(self, first: int, end: Optional[int] = None) -> "RawTail":
+        """Its rows of [first, end), copied: a view would hold on to all the rows it was cut from."""
+        first, end = max(first, self.start), self.end if end is None else min(end, self.end)
+        return RawTail(first, self.between(first, end).clone())
 
 
 @attrs.frozen
@@ -108,8 +111,7 @@ def covers(session, layout: RawLayout, length: int) -> bool:
 
 def cut_tails(session, length: int) -> dict:
     """The session's tails ending at ``length`` (rows past it dropped)."""
-    return {i: RawTail(t.start, t.between(t.start, min(length, t.end))) for i, t in tails(session).items()
-            if t.start <= length}
+    return {i: t.keep(t.start, length) for i, t in tails(session).items() if t.start <= length}
 
 
 def tail_bytes(session) -> int:

@@ -126,20 +126,6 @@ def test_export_then_import_then_append_equals_a_full_prefill(tiny, runtime, ref
     runtime.release(source)
 
 
-def test_state_sizes_are_the_rows_and_the_entries_held(runtime):
-    arch = runtime.arch
-    d, index = arch.head_dim, arch.index_dim
-    width = d + (d + 4 * d + 4 * index) + (d + 2 * d)  # sliding, CSA, HCA rows
-    assert runtime.state_bytes(1000) == 1000 * width * 4
-    session = runtime.new_session()
-    runtime.prefill(session, PROMPT)
-    blocks = -(-len(PROMPT) // runtime.block_size)
-    entries = (len(PROMPT) // 4) * (d + index) + (len(PROMPT) // 8) * d
-    assert runtime.session_bytes(session) == blocks * runtime.pool.block_bytes + entries * 4
-    assert len(runtime.export_chunk(session, 0, len(PROMPT))) == runtime.CHUNK_HEADER_BYTES + runtime.state_bytes(37)
-    runtime.release(session)
-
-
 def test_an_interrupted_prefill_leaves_the_session_as_it_was(runtime, reference):
     from kvgate.core.runtime import PrefillInterrupted
 
@@ -176,7 +162,7 @@ def test_v4_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(tiny[0]), dtype="fp32"))
     runtime = load_runtime(config, build_plugin_manager())
     assert type(runtime).__name__ == "DeepseekV4Runtime" and runtime.info.architecture == "deepseek_v4"
-    assert runtime.state_format == "deepseek-v4-rows/1 float32 sch (32+224+96) window8 rates4/8"
+    assert runtime.state_format == "deepseek-v4-state/2 float32 sch kv32 index16 window8 rates4/8"
 
 
 def test_legacy_config_keys_read_the_same_architecture_and_bad_configs_are_clear_errors(tiny):

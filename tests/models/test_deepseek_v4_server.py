@@ -2,7 +2,7 @@
 ``deepseek_dsml`` dialect's ``v4`` variant and its ``deepseek_v4`` chat format, all chosen from the
 architecture (the checkpoint has no chat template); Chat Completions, Anthropic Messages and
 Responses each force a schema-valid tool call, and a second turn after a restart is served from the
-SSD tier, so V4's per-token rows travel as chunks and the compressed entries are rebuilt from them.
+SSD tier, so V4's K=V rows, compressed entries and raw tails travel as chunks.
 With the checkpoint's MTP layer and ``[engine] speculative = "mtp"`` a server answers at temperature
 0 as one without speculation, and its draft counter shows the layer drafted.
 
