@@ -7,8 +7,9 @@ first layers route by a token-id hash table. Hugging Face directories only (bf16
 block-scaled FP8 ones dequantized at load).
 Its plugin, the ``deepseek_v4`` entry point, is :mod:`kvgate.models.deepseek_v4.plugin`.
 
-What a session holds (:mod:`.state`): per token the rows every layer needs to resume at that token
-(K=V vectors, raw compressor and indexer projections), so forks, truncations and chunks are exact at
-any token; the compressed entries are a per-session cache rebuilt from those rows. With
+What a session holds (:mod:`.state`): per token every layer's K=V vector, per window the
+compressed entries and indexer keys, per compressed layer the raw projections of its open window
+(:mod:`.tail`); forks, truncations and chunks are exact at any token, a cut back past the raw rows
+replaying the few tokens since the last window boundary (:mod:`.replay`). With
 ``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.draft`).
 """

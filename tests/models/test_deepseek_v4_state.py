@@ -11,7 +11,7 @@ import attrs
 import pytest
 import torch
 
-from tests.models.tiny_deepseek_v4 import build_tiny_v4, load_tiny_v4, reference_logits
+from tests.models.tiny_deepseek_v4 import add_mtp_layer, build_tiny_v4, load_tiny_v4, reference_logits
 
 TOLERANCE = 1e-4
 PROMPT = [(i * 37 + 11) % 97 for i in range(37)]
@@ -154,7 +154,17 @@ def tensor_bytes(value, seen: set) -> int:
     return 0
 
 
-def test_session_bytes_are_its_blocks_and_the_tensors_it_holds(runtime):
+@pytest.fixture(scope="module")
+def with_mtp(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("deepseek_v4_state_mtp")
+    build_tiny_v4(directory)
+    add_mtp_layer(directory)
+    return load_tiny_v4(directory, speculative="mtp")
+
+
+@pytest.mark.parametrize("which", ["plain", "mtp"])
+def test_session_bytes_are_its_blocks_and_the_tensors_it_holds(request, which):
+    runtime = request.getfixturevalue("runtime" if which == "plain" else "with_mtp")
     session = runtime.new_session()
     runtime.prefill(session, PROMPT[:29])
     for token in PROMPT[29:33]:
