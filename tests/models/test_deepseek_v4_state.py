@@ -166,16 +166,22 @@ def with_mtp(tmp_path_factory):
 def test_session_bytes_are_its_blocks_and_the_tensors_it_holds(request, which):
     runtime = request.getfixturevalue("runtime" if which == "plain" else "with_mtp")
     session = runtime.new_session()
-    runtime.prefill(session, PROMPT[:29])
-    for token in PROMPT[29:33]:
+    tokens = PROMPT + OTHER + PROMPT  # past the MTP layer's window and margin
+    runtime.prefill(session, tokens[:100])
+    for token in tokens[100:104]:
         runtime.decode([session], [token])
+    assert_bytes_held(runtime, session)
     fork = runtime.fork(session, 18)
-    runtime.truncate(session, 31)
+    runtime.truncate(session, 102)
     for held in (session, fork):
-        blocks = len(held.block_table) * runtime.pool.block_bytes
-        assert runtime.session_bytes(held) == blocks + tensor_bytes(held.aux, set()) > blocks
+        assert_bytes_held(runtime, held)
     runtime.release(session)
     runtime.release(fork)
+
+
+def assert_bytes_held(runtime, session):
+    blocks = len(session.block_table) * runtime.pool.block_bytes
+    assert runtime.session_bytes(session) == blocks + tensor_bytes(session.aux, set()) > blocks
 
 
 def test_the_state_per_token_is_the_kv_rows_and_the_entries_far_below_the_raw_rows(runtime):
