@@ -28,13 +28,13 @@ from bench_hit_floor import timed_prefill  # noqa: E402
 from bench_runtime import wait_for_quiet  # noqa: E402
 
 
-def load(deterministic: bool):
+def load(deterministic: bool, weights: str):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
-    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192, weights=weights),
                         EngineConfig(deterministic=deterministic), cache_dir)
 
 
@@ -69,9 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--weights", default="auto", help="[model] weights of both runtimes")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    runtimes = {"default": load(False), "deterministic": load(True)}
+    runtimes = {"default": load(False, args.weights), "deterministic": load(True, args.weights)}
     rng = random.Random(0)
     ids = [rng.randrange(100, runtimes["default"].info.vocab_size) for _ in range(8000)]
     for runtime in runtimes.values():

@@ -93,7 +93,7 @@ class EngineConfig:
     speculative: str = attrs.field(default="", validator=_one_of("", "mtp"))
     speculative_mtp: int = attrs.field(default=1, validator=_positive)  # MTP draft length (past 1 it chains)
     # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
-    deterministic: bool = False
+    deterministic: bool = True
 
 
 @attrs.define

@@ -7,83 +7,134 @@ decode step, alone or in a batch, gets bit-identical K/V and logits (the model's
 row-invariant on their own; ``tests/models/test_invariant_attention.py`` checks both on this
 machine's math library).
 
-The arithmetic is fp32, with every shape the math library's rounding depends on held fixed:
+On CPU it is torch's flash-attention kernel with every shape its per-row arithmetic depends on
+held fixed (measured on torch 2.13, bf16 and fp32):
 
-- query rows (a token's query heads of one KV group, stacked) are padded to a multiple of
-  ``ROW_TILE``, and keys, counted from absolute position 0, to a multiple of ``KEY_TILE``;
-- scores are one matmul whose reduction runs over the head dimension only;
-- the softmax subtracts the maximum over all visible keys, which is exact in any order;
-- each key tile's probability sum and P @ V reduce over exactly ``KEY_TILE`` keys;
-- tiles are combined by a pairwise tree in absolute tile order. A tile a query cannot see holds
-  exact zeros, so the padding tiles of a longer call never change the sum.
+- a row's keys are walked in blocks of :data:`KEY_BLOCK`, the kernel's own key block, counted from
+  absolute position 0. Keys are padded to a whole number of blocks and hidden by an additive mask,
+  so the last block is never shorter on one path than on another; a block a row cannot see at all
+  leaves its sums exactly as they were, so a longer padding (a batch's longest row) changes nothing;
+- a call has at least :data:`MIN_ROWS` query rows (a token's query heads of one KV group, stacked):
+  below that the kernel takes a path that rounds differently.
 
-A prefill's queries go in chunks of ``QUERY_CHUNK`` tokens, each over the keys up to its last
-position, to bound the score matrix.
+Elsewhere (CUDA) the same function runs plain torch ops padded to fixed tiles
+(:mod:`kvgate.models.invariant_tiles`).
+
+A prefill's queries go in chunks of :data:`QUERY_CHUNK` tokens, each over the keys up to its last
+position, which bounds the mask and keeps the work close to a causal kernel's.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
-ROW_TILE = 16
-KEY_TILE = 256
-QUERY_CHUNK = 128
+from kvgate.models.invariant_tiles import tiled_attention
+
+KEY_BLOCK = 512
+MIN_ROWS = 4
+QUERY_CHUNK = 256
+
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+
+def padded_keys(keys: int) -> int:
+    """The key count a call over ``keys`` keys runs with: whole :data:`KEY_BLOCK` blocks."""
+    return -(-keys // KEY_BLOCK) * KEY_BLOCK
 
 
 def invariant_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """q [B, n, heads, dim] over k, v [B, keys, kv_heads, dim], key j at absolute position j;
     ``positions`` [B, n]: a query sees the keys at or before its position. Returns q's shape and dtype."""
-    n = q.shape[1]
-    keys = min(k.shape[1], int(positions.max()) + 1)
-    length = -(-keys // KEY_TILE) * KEY_TILE
-    k_t, v_t = (_pad_keys(t[:, :keys], length) for t in (k, v))  # [B, kv, L, dim] fp32, once per call
-    batch, kv_heads, _, dim = k_t.shape
-    k_t = k_t.view(batch, kv_heads, -1, KEY_TILE, dim).transpose(-1, -2).contiguous()  # [B, kv, T, dim, TILE]
-    v_t = v_t.view(batch, kv_heads, -1, KEY_TILE, dim)  # [B, kv, T, TILE, dim]
-    if n <= QUERY_CHUNK:
-        return _attend(q, k_t, v_t, positions)
-    parts = [_attend(q[:, s:s + QUERY_CHUNK], k_t, v_t, positions[:, s:s + QUERY_CHUNK]) for s in range(0, n, QUERY_CHUNK)]
-    return torch.cat(parts, 1)
+    return InvariantAttention(positions, q.shape[2] // k.shape[2], q.dtype)(q, k, v)
 
 
-def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+class InvariantAttention:
+    """The attention of one forward's queries at ``positions`` [B, n], built once and called per layer
+    (the masks are the same in every layer). ``k`` and ``v`` may hold more keys than the queries see:
+    what lies past them is never read into a result, so a caller that gathers them can gather
+    :func:`padded_keys` of them and spare a copy."""
+
+    def __init__(self, positions: torch.Tensor, group: int, dtype: torch.dtype):
+        self.positions, self.group, self.dtype = positions, group, dtype
+        self.masks: dict[int, torch.Tensor] = {}
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if q.device.type != "cpu":
+            return tiled_attention(q, k, v, self.positions)
+        n = q.shape[1]
+        parts = [self._attend(q[:, s:s + QUERY_CHUNK], k, v, s) for s in range(0, n, QUERY_CHUNK)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int) -> torch.Tensor:
+        positions = self.positions[:, first:first + q.shape[1]]
+        keys = padded_keys(int(positions.max()) + 1)
+        k_t, v_t = (_keys(t, keys) for t in (k, v))
+        if first not in self.masks:
+            self.masks[first] = (_staircase(positions[0], keys, self.dtype) if _causal_run(positions) else
+                                 _rows_mask(positions, self.group, keys, self.dtype))
+        if _causal_run(positions):
+            return _attend_causal(q, k_t, v_t, self.masks[first])
+        return _attend_rows(q, k_t, v_t, self.masks[first])
+
+
+def _attend_rows(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Any queries: a token's query heads of one KV group stacked as rows (padded to MIN_ROWS)."""
     batch, n, heads, dim = q.shape
-    kv_heads = k_t.shape[1]
-    group = heads // kv_heads
-    tiles = min(k_t.shape[2], -(-(int(positions.max()) + 1) // KEY_TILE))
-    rows = n * group
-    padded_rows = -(-rows // ROW_TILE) * ROW_TILE
-    stacked = q.view(batch, n, kv_heads, group, dim).permute(0, 2, 1, 3, 4).reshape(batch, kv_heads, rows, dim)
-    stacked = F.pad(stacked.float() * (1.0 / math.sqrt(dim)), (0, 0, 0, padded_rows - rows))
-    row_positions = F.pad(positions.repeat_interleave(group, 1), (0, padded_rows - rows), value=-1)
-    scores = stacked[:, :, None] @ k_t[:, :, :tiles]  # [B, kv, T, R, KEY_TILE]
-    first = max(int(positions.min()) + 1, 0) // KEY_TILE  # tiles before it are visible to every query
-    keys = torch.arange(first * KEY_TILE, tiles * KEY_TILE, device=q.device).view(-1, 1, KEY_TILE)
-    hidden = keys[None, :] > row_positions[:, None, :, None]  # [B, T - first, R, KEY_TILE]
-    scores[:, :, first:].masked_fill_(hidden[:, None], float("-inf"))
-    top = scores.amax(dim=(2, 4), keepdim=True)
-    probs = scores.sub_(torch.where(torch.isinf(top), torch.zeros_like(top), top)).exp_()
-    sums = _tree_sum(probs.sum(-1, keepdim=True))  # [B, kv, R, 1]
-    out = _tree_sum(probs @ v_t[:, :, :tiles]) / sums.clamp_min(torch.finfo(torch.float32).tiny)  # [B, kv, R, dim]
+    kv_heads, keys = k_t.shape[1], k_t.shape[2]
+    group, rows = heads // kv_heads, n * heads // kv_heads
+    stacked = q.reshape(batch, n, kv_heads, group, dim).permute(0, 2, 1, 3, 4).reshape(batch, kv_heads, rows, dim)
+    if rows < MIN_ROWS:
+        stacked = F.pad(stacked, (0, 0, 0, MIN_ROWS - rows))
+    out = _flash(stacked, k_t, v_t, attn_mask=mask.expand(batch, kv_heads, -1, keys))[0]
     out = out[:, :, :rows].view(batch, kv_heads, n, group, dim).permute(0, 2, 1, 3, 4)
-    return out.reshape(batch, n, heads, dim).to(q.dtype)
+    return out.reshape(batch, n, heads, dim)
 
 
-def _pad_keys(t: torch.Tensor, length: int) -> torch.Tensor:
-    """[B, keys, kv, dim] -> [B, kv, length, dim] in fp32, zero-padded past the last key."""
-    t = t.transpose(1, 2).float()
-    return F.pad(t, (0, 0, 0, length - t.shape[2]))
+def _attend_causal(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """One sequence's consecutive queries (at least MIN_ROWS), in reverse order so that the causal
+    mask is a staircase view (:func:`_staircase`); a call per KV head, its keys shared by the group."""
+    _, n, heads, dim = q.shape
+    kv_heads, keys = k_t.shape[1], k_t.shape[2]
+    group = heads // kv_heads
+    reversed_q = q.flip(1).transpose(1, 2)  # [1, heads, n, dim]
+    outs = []
+    for h in range(kv_heads):
+        shared = lambda t: t[:, h:h + 1].expand(1, group, keys, dim)  # noqa: E731
+        outs.append(_flash(reversed_q[:, h * group:(h + 1) * group], shared(k_t), shared(v_t),
+                           attn_mask=mask.expand(1, group, n, keys))[0])
+    return torch.cat(outs, 1).transpose(1, 2).flip(1)
 
 
-def _tree_sum(x: torch.Tensor) -> torch.Tensor:
-    """Sum over dim 2 (the key tiles) by pairs in tile order: (0+1)+(2+3)... A trailing zero tile
-    adds exactly nothing, so the result does not depend on how many zero tiles follow."""
-    while x.shape[2] > 1:
-        if x.shape[2] % 2:
-            x = torch.cat([x, torch.zeros_like(x[:, :, :1])], 2)
-        pairs = x.view(*x.shape[:2], x.shape[2] // 2, 2, *x.shape[3:])
-        x = pairs[:, :, :, 0] + pairs[:, :, :, 1]
-    return x[:, :, 0]
+def _causal_run(positions: torch.Tensor) -> bool:
+    """One sequence's consecutive positions, at least MIN_ROWS of them."""
+    n = positions.shape[1]
+    return positions.shape[0] == 1 and n >= MIN_ROWS and int(positions[0, -1] - positions[0, 0]) == n - 1
+
+
+def _rows_mask(positions: torch.Tensor, group: int, keys: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask [B, 1, rows, keys]: a row (query, head) hides the keys after its position; rows
+    that pad a call to MIN_ROWS see what the last query sees."""
+    row_positions = positions.repeat_interleave(group, 1)
+    if row_positions.shape[1] < MIN_ROWS:
+        row_positions = F.pad(row_positions, (0, MIN_ROWS - row_positions.shape[1]), value=int(positions.max()))
+    hidden = torch.arange(keys, device=positions.device)[None, None, :] > row_positions[:, :, None]
+    return torch.zeros(hidden.shape, dtype=dtype, device=positions.device).masked_fill_(hidden, float("-inf"))[:, None]
+
+
+def _staircase(positions: torch.Tensor, keys: int, dtype: torch.dtype) -> torch.Tensor:
+    """The causal mask [1, 1, n, keys] of queries at consecutive ``positions``, in reverse order, as a
+    view of one buffer of ``n + keys`` values: reversed query t (position ``last - t``) hides key j
+    exactly when ``t + j > last``, so its row starts t values into the buffer. However long the
+    prefill, its mask takes no more memory than that."""
+    n, last = positions.shape[0], int(positions[-1])
+    buffer = torch.zeros(n + keys, dtype=dtype, device=positions.device)
+    buffer[last + 1:] = float("-inf")
+    return buffer.as_strided((1, 1, n, keys), (0, 0, 1, 1))
+
+
+def _keys(t: torch.Tensor, keys: int) -> torch.Tensor:
+    """[B, keys', kv, dim] -> a [B, kv, keys, dim] view (a zero-padded copy when keys' < keys)."""
+    if t.shape[1] < keys:
+        t = F.pad(t, (0, 0, 0, 0, 0, keys - t.shape[1]))
+    return t[:, :keys].transpose(1, 2)

@@ -27,7 +27,7 @@ def is_q4_gguf(source: ModelSource) -> bool:
 
 
 def resolve_weights(model_config: ModelConfig, source: ModelSource, device: torch.device,
-                    deterministic: bool, quantizable: bool = True) -> str:
+                    quantizable: bool = True) -> str:
     """``model.weights`` made concrete; ``quantizable``: the architecture's runtime holds quantized
     weights (a ValueError names what rules an explicit int8/int4 out)."""
     wanted = model_config.weights
@@ -37,8 +37,8 @@ def resolve_weights(model_config: ModelConfig, source: ModelSource, device: torc
         (f'device "{device.type}" (they run on cpu only)', device.type != "cpu"),
         (f'dtype "{model_config.dtype}" (they need bf16)', model_config.dtype != "bf16"),
         ("this architecture (its runtime keeps dense weights)", not quantizable)] if applies]
-    if wanted == "auto":  # deterministic runs keep bf16: quantized prefill is slower there (no dense switch)
-        return "int4" if not blockers and not deterministic and is_q4_gguf(source) else "bf16"
+    if wanted == "auto":
+        return "int4" if not blockers and is_q4_gguf(source) else "bf16"
     if blockers:
         raise ValueError(f'[model] weights = "{wanted}" is not available with ' + "; ".join(blockers))
     return wanted

@@ -19,6 +19,9 @@ from kvgate.models.rope import Rotary
 class DeepseekRuntime(LlamaRuntime):
     STATE_NAME = "mla-latent/1"
 
+    def invariant_arithmetic(self) -> bool:
+        return False  # its own forward: no batch- and split-invariant path yet
+
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         return KVPool(self.arch.layers, 1, self.arch.latent_dim, self.block_size, kv_pool_tokens, self.dtype,
                       self.device, parts=1)

@@ -35,6 +35,9 @@ class DeepseekV4Runtime(ForwardPasses, LlamaRuntime):
     mtp: Optional[V4DraftHead] = None
     replays = replayed_tokens = 0  # cuts that ran tokens again, and how many tokens in all
 
+    def invariant_arithmetic(self) -> bool:
+        return False  # its own forward: no batch- and split-invariant path yet
+
     def attach_mtp(self, weights: DraftWeights) -> None:
         """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
         self.mtp = V4DraftHead(self.forward, weights, self.arch)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
-from kvgate.models.invariant_attention import invariant_attention
+from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
@@ -91,7 +91,9 @@ class LlamaForward:
         positions = torch.arange(start, start + n, device=tokens.device)
         self.rotary.ensure(start + n)
         cos, sin = self.rotary.tables(positions)
-        attend = PrefillAttention(start, n, self.weights.embed.dtype, tokens.device, self.fp32_attention_keys)
+        group = self.arch.heads // self.arch.kv_heads
+        attend = (InvariantAttention(positions[None], group, self.weights.embed.dtype) if self.deterministic else
+                  PrefillAttention(start, n, self.weights.embed.dtype, tokens.device, self.fp32_attention_keys))
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             if interrupted is not None and interrupted():
@@ -102,10 +104,7 @@ class LlamaForward:
             v_cache.index_copy_(0, new_slots, v)
             if start:
                 k, v = self._context(index, context)
-            if self.deterministic:
-                out = invariant_attention(q[None], k[None], v[None], positions[None])[0]
-            else:
-                out = attend(q, k, v)
+            out = attend(q[None], k[None], v[None])[0] if self.deterministic else attend(q, k, v)
             x = x + self._linear(out.reshape(n, -1), layer.o, layer.o_bias)
             x = self._mlp(x, layer)
         return self._head(x, all_logits)
@@ -120,6 +119,7 @@ class LlamaForward:
         if not isinstance(context, slice):
             context = context.view(-1)
         group = arch.heads // arch.kv_heads
+        invariant = InvariantAttention(positions.view(batch, 1), group, self.weights.embed.dtype) if self.deterministic else None
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)
@@ -129,8 +129,8 @@ class LlamaForward:
             k, v = self._context(index, context)
             k = k.view(batch, -1, arch.kv_heads, arch.head_dim)
             v = v.view(batch, -1, arch.kv_heads, arch.head_dim)
-            if self.deterministic:
-                attn = invariant_attention(q.view(batch, 1, arch.heads, arch.head_dim), k, v, positions.view(batch, 1))
+            if invariant is not None:
+                attn = invariant(q.view(batch, 1, arch.heads, arch.head_dim), k, v)
             else:  # one query per row: the query heads of a kv group are rows against that group's keys
                 grouped = q.view(batch, arch.kv_heads, group, arch.head_dim)
                 attn = F.scaled_dot_product_attention(grouped, k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)

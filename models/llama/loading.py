@@ -114,8 +114,7 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)
     if source.kind not in ("hf", "gguf"):
         raise ValueError(f"unknown model source kind {source.kind!r} (expected 'hf' or 'gguf')")
-    fmt = resolve_weights(model_config, source, resolve_device(model_config.device), engine_config.deterministic,
-                          quantizable(family))
+    fmt = resolve_weights(model_config, source, resolve_device(model_config.device), quantizable(family))
     log.info("weights: %s (model.weights = %s)", fmt, model_config.weights)
     if source.kind == "hf":
         return load_hf_directory(source.path, model_config, engine_config, progress, family=family, weight_format=fmt)

@@ -11,6 +11,7 @@ have some.
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -19,10 +20,13 @@ from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Ses
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.llama.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
+from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
 from kvgate.models.rope import Rotary
 from kvgate.models.block_tables import BlockTables
+
+log = logging.getLogger("kvgate")
 
 
 class LlamaRuntime(BlockTables, ModelRuntime):
@@ -33,7 +37,11 @@ class LlamaRuntime(BlockTables, ModelRuntime):
                  chat_template: Optional[str], special_tokens: dict[str, str],
                  block_size: int = 16, kv_pool_tokens: int = 65536, deterministic: bool = False):
         self.arch, self.weights, self.info = arch, weights, info
-        self.deterministic = deterministic
+        self.deterministic = deterministic and self.invariant_arithmetic()
+        if deterministic and not self.deterministic:
+            log.warning("engine.deterministic: %s runs without batch- and split-invariant arithmetic "
+                        "(its forward has no invariant path yet): a cache hit or a batch may change greedy output",
+                        arch.architecture)
         self.tokenizer, self.chat_template, self.special_tokens = tokenizer, chat_template, special_tokens
         self.block_size = block_size
         self.device = weights.embed.device
@@ -42,6 +50,13 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.forward = self.new_forward()
         self._ids = itertools.count(1)
         self._fingerprint: Optional[str] = None
+
+    def invariant_arithmetic(self) -> bool:
+        """Whether this runtime's forward has the batch- and split-invariant path ``engine.deterministic``
+        asks for: the Llama forward's dense layers do; a mixture of experts runs a matrix product per
+        expert over however many tokens it got (one token rounds differently) and a family with its
+        own forward says so by overriding this."""
+        return self.arch.moe is None
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         """The pool of per-token state (a family with another layout overrides this and :meth:`new_forward`)."""
@@ -60,7 +75,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             # the attention arithmetic is part of the state: KV of one mode never serves the other
-            mode = "/invariant-attention" if self.deterministic else ""
+            mode = "/invariant-flash" if self.deterministic else ""
             self._fingerprint = weights_fingerprint(self.arch, self.weights, self.dtype) + mode
         return self._fingerprint
 
@@ -105,7 +120,10 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         lengths = [s.length for s in sessions]
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
-        if len(sessions) == 1:
+        if self.deterministic:  # every row over whole key blocks (kvgate.models.invariant_attention)
+            context, mask = self._context_slots(sessions, lengths, padded_keys(max(lengths) + 1))
+            new_slots = context.gather(1, positions[:, None]).view(-1)
+        elif len(sessions) == 1:
             context, mask = self._context(sessions[0], lengths[0] + 1), None
             new_slots = self.pool.slots(sessions[0].block_table, lengths[0], lengths[0] + 1)
         else:
@@ -121,11 +139,12 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         span = self.pool.span(session.block_table, end)
         return span if span is not None else self.pool.slots(session.block_table, 0, end)
 
-    def _context_slots(self, sessions: Sequence[Session], lengths: list[int]):
-        """Slots [batch, keys] of every session's context incl. the new token, and the padding mask."""
+    def _context_slots(self, sessions: Sequence[Session], lengths: list[int], keys: int = 0):
+        """Slots [batch, keys] of every session's context incl. the new token (at least ``keys`` of them:
+        padding repeats the first block, whose values are finite), and the padding mask."""
         bs = self.block_size
-        width = max(len(s.block_table) for s in sessions)
-        table = torch.tensor([s.block_table + [0] * (width - len(s.block_table)) for s in sessions],
+        width = max(max(len(s.block_table) for s in sessions), -(-keys // bs))
+        table = torch.tensor([s.block_table + s.block_table[:1] * (width - len(s.block_table)) for s in sessions],
                              dtype=torch.long, device=self.device)
         offsets = torch.arange(bs, device=self.device)
         slots = (table[:, :, None] * bs + offsets).view(len(sessions), width * bs)

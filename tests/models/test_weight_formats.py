@@ -117,9 +117,10 @@ def test_the_fingerprint_names_the_format_and_is_stable(runtimes, smollm2_model_
 def test_auto_picks_int4_for_a_q4_gguf_on_cpu_in_bf16_only(smollm2_model_cache):
     assert load("auto", smollm2_model_cache).weights.format == "int4"
     assert load("auto", smollm2_model_cache, dtype="fp32").weights.format == "bf16"
-    deterministic = load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
-                                 EngineConfig(kv_pool_tokens=4096, deterministic=True), smollm2_model_cache)
-    assert deterministic.weights.format == "bf16"
+    for deterministic in (True, False):  # the int4 kernel is row-invariant: deterministic runs keep it
+        runtime = load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
+                               EngineConfig(kv_pool_tokens=4096, deterministic=deterministic), smollm2_model_cache)
+        assert runtime.weights.format == "int4" and runtime.deterministic == deterministic
     with pytest.raises(ValueError, match='weights = "int4" is not available with dtype "fp32"'):
         load("int4", smollm2_model_cache, dtype="fp32")
 
