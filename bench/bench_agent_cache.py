@@ -11,6 +11,8 @@ Systems (all real servers on 127.0.0.1):
   kvgate-device   device tier + SSD tier; the server is restarted before turn ``--restart-turn``
                   (that turn is served from SSD, the others from device)
   kvgate-ssd      the device tier plugin disabled: every hit is an SSD restore
+  kvgate-cold-fast, kvgate-device-fast
+                  kvgate-cold and kvgate-device with ``engine.deterministic = false``
   llamacpp        llama-cpp-python's server with its RAM prompt cache (when installed; see peers.md)
 
 Reports TTFT per turn and system, kvgate's hit ratio by tier against the theoretical ceiling (tokens
@@ -45,7 +47,12 @@ KVGATE = {
     "kvgate-cold": {"cache": {"enabled": False}},
     "kvgate-device": {},
     "kvgate-ssd": {"plugins": {"disabled": ["device_cache"]}},
+    # the same two without the deterministic default (engine.deterministic = false)
+    "kvgate-cold-fast": {"cache": {"enabled": False}, "engine": {"deterministic": False}},
+    "kvgate-device-fast": {"engine": {"deterministic": False}},
 }
+RESTARTED = ("kvgate-device", "kvgate-device-fast")  # restarted before --restart-turn
+COLD_OF = {"kvgate-device": "kvgate-cold", "kvgate-ssd": "kvgate-cold", "kvgate-device-fast": "kvgate-cold-fast"}
 PEER_PYTHON = ROOT / "bench" / ".peer" / "venv" / "bin" / "python"
 
 
@@ -108,9 +115,9 @@ def run(args) -> dict:
     rows = []
     try:
         for turn in range(1, args.turns + 1):
-            if turn == args.restart_turn and "kvgate-device" in servers:
-                servers["kvgate-device"].stop()
-                servers["kvgate-device"] = kvgate_server("kvgate-device", out).start()
+            for name in (n for n in RESTARTED if n in servers and turn == args.restart_turn):
+                servers[name].stop()
+                servers[name] = kvgate_server(name, out).start()
             for session in range(2):
                 user = workload.user_message(session, turn)
                 for name, server in servers.items():
@@ -126,7 +133,7 @@ def run(args) -> dict:
                         "completion_tokens": usage.get("completion_tokens"),
                         "cached_device": split.get("cached_tokens_device"), "cached_ssd": split.get("cached_tokens_ssd"),
                         "ceiling_tokens": ceiling(tokens, history[name]), "cpu_busy_before": round(busy, 1),
-                        "restarted": name == "kvgate-device" and turn == args.restart_turn})
+                        "restarted": name in RESTARTED and turn == args.restart_turn})
                     history[name].append((tokens, usage.get("completion_tokens") or 0))
                     chats[name][session] = messages + [{"role": "assistant", "content": result["answer"]}]
                     print(json.dumps(rows[-1]), flush=True)
@@ -163,15 +170,18 @@ def summarize(report: dict) -> list[str]:
 def ratio_lines(rows: list[dict], systems: list[str]) -> list[str]:
     """The issue's targets: hit TTFT over cold TTFT, the restart's SSD share, median TTFT vs the peer."""
     lines = []
-    cold = {(r["turn"], r["session"]): r["ttft_s"] for r in rows if r["system"] == "kvgate-cold"}
-    for system in ("kvgate-device", "kvgate-ssd"):
+    colds = {system: {(r["turn"], r["session"]): r["ttft_s"] for r in rows if r["system"] == system}
+             for system in set(COLD_OF.values())}
+    for system, cold_system in COLD_OF.items():
+        cold = colds[cold_system]
         ratios = [r["ttft_s"] / cold[(r["turn"], r["session"])] for r in rows
                   if r["system"] == system and r["turn"] > 1 and not r["restarted"] and (r["turn"], r["session"]) in cold]
         if ratios:
-            lines.append(f"{system} TTFT / cold TTFT on turns 2+ (same request): median {statistics.median(ratios):.3f}, "
-                         f"max {max(ratios):.3f}")
+            lines.append(f"{system} TTFT / {cold_system} TTFT on turns 2+ (same request): median "
+                         f"{statistics.median(ratios):.3f}, max {max(ratios):.3f}")
     for r in (r for r in rows if r["restarted"]):
-        lines.append(f"after the restart, session {r['session']}: {r['cached_ssd']} of the previous prefix's "
+        cold = colds[COLD_OF[r["system"]]]
+        lines.append(f"after the restart, {r['system']} session {r['session']}: {r['cached_ssd']} of the previous prefix's "
                      f"{r['ceiling_tokens']} tokens from SSD ({(r['cached_ssd'] or 0) / r['ceiling_tokens']:.2%}), "
                      f"TTFT {r['ttft_s']:.3f} s vs cold {cold.get((r['turn'], r['session']), float('nan')):.3f} s")
     medians = {s: statistics.median(r["ttft_s"] for r in rows if r["system"] == s) for s in systems}

@@ -95,6 +95,13 @@ class EngineConfig:
     # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
     deterministic: bool = True
 
+    @property
+    def invariant_arithmetic(self) -> bool:
+        """What the runtime is loaded with: ``deterministic``, or on for any speculative decoding
+        (a verifying forward must compute each row as plain decoding would, so that speculation
+        never changes greedy output, and only the invariant arithmetic guarantees that)."""
+        return self.deterministic or self.speculative_ngram > 0 or self.speculative != ""
+
 
 @attrs.define
 class SamplingConfig:

@@ -88,7 +88,7 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
                      sampling_defaults=valid_defaults(generation_sampling(directory)))
     runtime = family.runtime(arch, weights, info, tokenizer, read_chat_template(directory, tokenizer_config),
                              specials, engine_config.block_size, engine_config.kv_pool_tokens,
-                             engine_config.deterministic)
+                             engine_config.invariant_arithmetic)
     if draft is not None:
         runtime.attach_mtp(draft)
     progress.stage("model ready")

@@ -93,3 +93,32 @@ def test_a_draft_that_completes_a_loop_is_cut_where_the_guard_bans_it(smol_info,
     assert chosen == [7, 7, 8]  # a fifth 7 in a row is the guard's to refuse; 8 replaces it
     fence.take_state(work)
     assert fence.interventions == 1 and fence.position == 5
+
+
+@pytest.fixture(scope="module")
+def fast_mode_runtime(smollm2_model_cache):
+    """The serving setup a user gets with ``deterministic = false`` and n-gram speculation: bf16,
+    int4 weights, loaded with the invariant arithmetic all the same (the config asks for it)."""
+    from kvgate.core.config import EngineConfig, ModelConfig
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.llama.loading import load_runtime
+
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
+                        EngineConfig(deterministic=False, speculative_ngram=4), smollm2_model_cache)
+
+
+@pytest.mark.slow
+def test_speculation_keeps_plain_greedy_output_with_deterministic_off(fast_mode_runtime, pm):
+    runtime, config = fast_mode_runtime, bind_plugin_sections(Config(), pm)
+    assert runtime.deterministic and runtime.weights.format == "int4"
+    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
+    plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
+    try:
+        story = " ".join(f"Step {i}: the {['red', 'blue', 'green'][i % 3]} box holds {i * 7} marbles." for i in range(60))
+        for text in (REPEAT, story + " Repeat the last three steps exactly."):
+            request_ = ChatRequest(model="m", messages=[Message("user", text)], sampling=SamplingParams(temperature=0.0))
+            without, done_a, _ = generate(plain, runtime, ChatmlJson(), request_, info, config, pm, 64, False)
+            with_spec, done_b, _ = generate(spec, runtime, ChatmlJson(), request_, info, config, pm, 64, False)
+            assert with_spec == without and done_a.reason == done_b.reason, runtime.tokenizer.decode(with_spec)
+    finally:
+        plain.stop(), spec.stop()

@@ -139,3 +139,29 @@ def test_speculative_mtp_needs_an_mtp_layer(tmp_path):
     with pytest.raises(ValueError, match="no MTP layer"):
         load_tiny_v4(tmp_path, speculative="mtp")
     assert load_tiny_v4(tmp_path).draft_head() is None
+
+
+def test_a_verified_run_with_rejections_leaves_the_state_plain_decoding_leaves(mtp):
+    """What the speculative step does to a session -- verify ``[last] + draft`` in one forward, keep the
+    accepted prefix, truncate the rest -- leaves it as plain decoding of the kept tokens does: the
+    same next logits, the same MTP draft, the same bytes (compressor windows close inside the runs)."""
+    _, _, _, runtime = mtp
+    head = runtime.draft_head()
+    plain, verified = runtime.new_session(), runtime.new_session()
+    try:
+        last = int(runtime.prefill(plain, PROMPT[:13]).argmax())
+        runtime.prefill(verified, PROMPT[:13])
+        kept = []
+        for _ in range(9):  # plain: one decode per token
+            kept.append(last)
+            last = int(runtime.decode([plain], [last])[0].argmax())
+        for start in range(0, len(kept), 2):  # verified: two kept tokens and a rejected one per forward
+            accepted = kept[start:start + 2]
+            runtime.prefill(verified, accepted + [(accepted[-1] + 1) % 97], all_logits=True)
+            runtime.truncate(verified, 13 + start + len(accepted))
+        assert verified.tokens == plain.tokens
+        assert runtime.session_bytes(verified) == runtime.session_bytes(plain)
+        assert all(close(a, b) for a, b in zip(head.draft_logits(verified, last, 2), head.draft_logits(plain, last, 2)))
+        assert close(runtime.decode([verified], [last])[0], runtime.decode([plain], [last])[0])
+    finally:
+        runtime.release(plain), runtime.release(verified)
