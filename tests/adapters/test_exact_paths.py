@@ -114,7 +114,8 @@ def test_inside_a_batch_of_8_different_prompts(first, runs):
     for thread in threads + [poller]:
         thread.join()
     assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans
-    assert max(peak) >= 4, f"at most {max(peak)} requests decoded together"
+    # 32 decode steps outlast the others' 15 prefill chunks (of 512, one a step), whoever comes first
+    assert max(peak) == len(BATCH), f"at most {max(peak)} requests decoded together"
     for i in BATCH:
         got, want = answers[i], runs[i]["cold"]
         assert (got.device, got.ssd) == (0, 0), f"prompt {i}: the batch was not cold"
