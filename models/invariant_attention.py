@@ -14,8 +14,9 @@ held fixed (measured on torch 2.13, bf16 and fp32):
   absolute position 0. Keys are padded to a whole number of blocks and hidden by an additive mask,
   so the last block is never shorter on one path than on another; a block a row cannot see at all
   leaves its sums exactly as they were, so a longer padding (a batch's longest row) changes nothing;
-- a call has at least :data:`MIN_ROWS` query rows (a token's query heads of one KV group, stacked):
-  below that the kernel takes a path that rounds differently.
+- no block of query rows the kernel splits a call into is shorter than :data:`MIN_ROWS` (a call of
+  fewer rows, or a last block of 1-3 rows, takes a path that rounds differently): calls are padded
+  to :func:`padded_rows` (the kernel's split: 32 rows below 192, 64 below 768, else 256).
 
 Elsewhere (CUDA) the same function runs plain torch ops padded to fixed tiles
 (:mod:`kvgate.models.invariant_tiles`).
@@ -41,6 +42,14 @@ _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 def padded_keys(keys: int) -> int:
     """The key count a call over ``keys`` keys runs with: whole :data:`KEY_BLOCK` blocks."""
     return -(-keys // KEY_BLOCK) * KEY_BLOCK
+
+
+def padded_rows(rows: int) -> int:
+    """The query rows a call of ``rows`` rows runs with: at least :data:`MIN_ROWS`, and a last
+    block of the kernel's split (see the module docstring) of none or at least MIN_ROWS rows."""
+    rows = max(rows, MIN_ROWS)
+    tail = rows % (32 if rows < 192 else 64 if rows < 768 else 256)
+    return rows + MIN_ROWS - tail if 0 < tail < MIN_ROWS else rows
 
 
 def invariant_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -79,13 +88,12 @@ class InvariantAttention:
 
 
 def _attend_rows(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Any queries: a token's query heads of one KV group stacked as rows (padded to MIN_ROWS)."""
+    """Any queries: a token's query heads of one KV group stacked as rows (to :func:`padded_rows`)."""
     batch, n, heads, dim = q.shape
     kv_heads, keys = k_t.shape[1], k_t.shape[2]
     group, rows = heads // kv_heads, n * heads // kv_heads
     stacked = q.reshape(batch, n, kv_heads, group, dim).permute(0, 2, 1, 3, 4).reshape(batch, kv_heads, rows, dim)
-    if rows < MIN_ROWS:
-        stacked = F.pad(stacked, (0, 0, 0, MIN_ROWS - rows))
+    stacked = F.pad(stacked, (0, 0, 0, padded_rows(rows) - rows))
     out = _flash(stacked, k_t, v_t, attn_mask=mask.expand(batch, kv_heads, -1, keys))[0]
     out = out[:, :, :rows].view(batch, kv_heads, n, group, dim).permute(0, 2, 1, 3, 4)
     return out.reshape(batch, n, heads, dim)
@@ -93,17 +101,18 @@ def _attend_rows(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: to
 
 def _attend_causal(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """One sequence's consecutive queries (at least MIN_ROWS), in reverse order so that the causal
-    mask is a staircase view (:func:`_staircase`); a call per KV head, its keys shared by the group."""
+    mask is a staircase view (:func:`_staircase`); a call per KV head, its keys shared by the group.
+    Rows that pad the call to :func:`padded_rows` go first (never fully masked; never read)."""
     _, n, heads, dim = q.shape
     kv_heads, keys = k_t.shape[1], k_t.shape[2]
-    group = heads // kv_heads
-    reversed_q = q.flip(1).transpose(1, 2)  # [1, heads, n, dim]
+    group, pad = heads // kv_heads, mask.shape[2] - n
+    reversed_q = F.pad(q.flip(1), (0, 0, 0, 0, pad, 0)).transpose(1, 2)  # [1, heads, pad + n, dim]
     outs = []
     for h in range(kv_heads):
         shared = lambda t: t[:, h:h + 1].expand(1, group, keys, dim)  # noqa: E731
         outs.append(_flash(reversed_q[:, h * group:(h + 1) * group], shared(k_t), shared(v_t),
-                           attn_mask=mask.expand(1, group, n, keys))[0])
-    return torch.cat(outs, 1).transpose(1, 2).flip(1)
+                           attn_mask=mask.expand(1, group, pad + n, keys))[0])
+    return torch.cat(outs, 1)[:, :, pad:].transpose(1, 2).flip(1)
 
 
 def _causal_run(positions: torch.Tensor) -> bool:
@@ -114,23 +123,25 @@ def _causal_run(positions: torch.Tensor) -> bool:
 
 def _rows_mask(positions: torch.Tensor, group: int, keys: int, dtype: torch.dtype) -> torch.Tensor:
     """Additive mask [B, 1, rows, keys]: a row (query, head) hides the keys after its position; rows
-    that pad a call to MIN_ROWS see what the last query sees."""
+    that pad a call to :func:`padded_rows` see what the last query sees."""
     row_positions = positions.repeat_interleave(group, 1)
-    if row_positions.shape[1] < MIN_ROWS:
-        row_positions = F.pad(row_positions, (0, MIN_ROWS - row_positions.shape[1]), value=int(positions.max()))
+    rows = row_positions.shape[1]
+    row_positions = F.pad(row_positions, (0, padded_rows(rows) - rows), value=int(positions.max()))
     hidden = torch.arange(keys, device=positions.device)[None, None, :] > row_positions[:, :, None]
     return torch.zeros(hidden.shape, dtype=dtype, device=positions.device).masked_fill_(hidden, float("-inf"))[:, None]
 
 
 def _staircase(positions: torch.Tensor, keys: int, dtype: torch.dtype) -> torch.Tensor:
-    """The causal mask [1, 1, n, keys] of queries at consecutive ``positions``, in reverse order, as a
-    view of one buffer of ``n + keys`` values: reversed query t (position ``last - t``) hides key j
-    exactly when ``t + j > last``, so its row starts t values into the buffer. However long the
-    prefill, its mask takes no more memory than that."""
+    """The causal mask [1, 1, rows, keys] of queries at consecutive ``positions``, in reverse order
+    after ``pad = rows - n`` padding rows (:func:`padded_rows`), as a view of one buffer of ``rows +
+    keys`` values: row r hides key j exactly when ``r + j > last + pad``, so reversed query t (position
+    ``last - t``, row ``pad + t``) hides the keys past its position, and its row starts pad + t
+    values into the buffer. However long the prefill, its mask takes no more memory than that."""
     n, last = positions.shape[0], int(positions[-1])
-    buffer = torch.zeros(n + keys, dtype=dtype, device=positions.device)
-    buffer[last + 1:] = float("-inf")
-    return buffer.as_strided((1, 1, n, keys), (0, 0, 1, 1))
+    rows = padded_rows(n)
+    buffer = torch.zeros(rows + keys, dtype=dtype, device=positions.device)
+    buffer[last + rows - n + 1:] = float("-inf")
+    return buffer.as_strided((1, 1, rows, keys), (0, 0, 1, 1))
 
 
 def _keys(t: torch.Tensor, keys: int) -> torch.Tensor:

@@ -25,6 +25,9 @@ from kvgate.models.quant_linear import DENSE_ROWS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
+# the fewest rows a dense product runs with in deterministic mode (else 2): measured with torch
+# 2.13's MKL, fp32 rounds differently below 12 rows (but for 4 and 8), bf16 at one row
+INVARIANT_ROWS = {torch.float32: 12}
 
 
 class LlamaForward:
@@ -39,12 +42,13 @@ class LlamaForward:
 
     def _linear(self, x: torch.Tensor, weight, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """F.linear, or a quantized weight's own (:mod:`kvgate.models.quant_linear`); in deterministic
-        mode a single row goes as two (the math library takes another path for one row at some
-        shapes, and that path rounds differently)."""
+        mode fewer rows than :data:`INVARIANT_ROWS` are padded with zero rows (the math library
+        takes other paths for few rows, and they round differently)."""
         if not isinstance(weight, torch.Tensor):
             return linear(x, weight, bias, None if self.deterministic else DENSE_ROWS)
-        if self.deterministic and x.shape[0] == 1:
-            return F.linear(torch.cat([x, x]), weight, bias)[:1]
+        rows, least = x.shape[0], INVARIANT_ROWS.get(x.dtype, 2)
+        if self.deterministic and rows < least:
+            return F.linear(F.pad(x, (0, 0, 0, least - rows)), weight, bias)[:rows]
         return F.linear(x, weight, bias)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

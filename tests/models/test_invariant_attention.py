@@ -41,6 +41,18 @@ def test_an_append_at_any_split_equals_the_one_shot_rows(split):
     assert torch.equal(tail, whole[:, split:]) and torch.equal(head, whole[:, :split])
 
 
+@pytest.mark.parametrize("length", [257, 259, 260, 289, 290, 291, 417, 418, 419, 449, 450, 451, 452])
+def test_a_prompt_of_any_length_gives_its_rows_what_a_longer_one_does(length):
+    """The rows of a prefill's last query chunk (QUERY_CHUNK: from 256 on) are the kernel's query
+    blocks (32 rows below 192, 64 from there) with a last block of ``length - 256`` modulo that:
+    rows in a last block of 1-3 rows once rounded differently from the same rows in a longer prompt."""
+    q, k, v = random_qkv(600)
+    positions = torch.arange(600)[None]
+    whole = invariant_attention(q, k, v, positions)
+    part = invariant_attention(q[:, :length], k[:, :length], v[:, :length], positions[:, :length])
+    assert torch.equal(part, whole[:, :length])
+
+
 def test_a_decode_row_is_the_same_alone_padded_or_in_a_batch():
     q, k, v = random_qkv(900)
     positions = torch.arange(900)[None]
@@ -132,3 +144,19 @@ def test_decode_rows_are_bit_identical_alone_and_in_a_batch(deterministic_runtim
     finally:
         for session in sessions:
             runtime.release(session)
+
+
+@pytest.mark.slow
+def test_a_prompt_writes_the_state_a_longer_prompt_writes_for_it(deterministic_runtime):
+    """419 tokens: a last query chunk of 163 rows, whose last kernel block holds 3 (the follow-up
+    turn of issue 16's acceptance test once changed on a cache hit this way)."""
+    runtime = deterministic_runtime
+    tokens = prompt_tokens(runtime, 400)[:446]
+    short, long = runtime.new_session(), runtime.new_session()
+    try:
+        runtime.prefill(short, tokens[:419])
+        runtime.prefill(long, tokens)
+        assert runtime.export_chunk(short, 0, 419) == runtime.export_chunk(long, 0, 419)
+    finally:
+        runtime.release(short)
+        runtime.release(long)

@@ -154,7 +154,7 @@ def test_an_interrupted_prefill_leaves_the_session_as_it_was(smollm2_runtime):
         assert runtime.pool_stats()["blocks_free"] == free_before
         resumed = runtime.prefill(session, tokens[40:], all_logits=True)
         expected = runtime.prefill(fresh, tokens, all_logits=True)[40:]
-        assert (resumed - expected).abs().max() < TOLERANCE
+        assert torch.equal(resumed, expected)  # the deterministic default: split-invariant
     finally:
         runtime.release(session)
         runtime.release(fresh)
