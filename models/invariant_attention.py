@@ -66,7 +66,7 @@ class InvariantAttention:
 
     def __init__(self, positions: torch.Tensor, group: int, dtype: torch.dtype):
         self.positions, self.group, self.dtype = positions, group, dtype
-        self.masks: dict[int, torch.Tensor] = {}
+        self.masks: dict[int, tuple[bool, torch.Tensor]] = {}  # first query -> (causal run, mask)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if q.device.type != "cpu":
@@ -80,11 +80,12 @@ class InvariantAttention:
         keys = padded_keys(int(positions.max()) + 1)
         k_t, v_t = (_keys(t, keys) for t in (k, v))
         if first not in self.masks:
-            self.masks[first] = (_staircase(positions[0], keys, self.dtype) if _causal_run(positions) else
-                                 _rows_mask(positions, self.group, keys, self.dtype))
-        if _causal_run(positions):
-            return _attend_causal(q, k_t, v_t, self.masks[first])
-        return _attend_rows(q, k_t, v_t, self.masks[first])
+            causal = _causal_run(positions)
+            mask = _staircase(positions[0], keys, self.dtype) if causal else _rows_mask(positions, self.group, keys,
+                                                                                        self.dtype)
+            self.masks[first] = causal, mask
+        causal, mask = self.masks[first]
+        return (_attend_causal if causal else _attend_rows)(q, k_t, v_t, mask)
 
 
 def _attend_rows(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,12 @@
 """Batch- and split-invariant attention in plain torch ops, fixed tiles: the path off CPU.
 
 :func:`kvgate.models.invariant_attention.invariant_attention` runs this where torch's CPU flash
-kernel is not available. A query's output depends only on its own query vector and the keys and values it may see, never
-on how many other queries share the call, where a prefill was split, or how far a batch pads its
-keys. Then a token computed in a one-forward prefill, in a chunk, as a cache hit's append or as a
-decode step, alone or in a batch, gets bit-identical K/V and logits (the model's linear layers are
-row-invariant on their own; ``tests/models/test_invariant_attention.py`` checks both on this
-machine's math library).
+kernel is not available. A query's output depends only on its own query vector and the keys and
+values it may see, never on how many other queries share the call, where a prefill was split, or how
+far a batch pads its keys. Then a token computed in a one-forward prefill, in a chunk, as a cache
+hit's append or as a decode step, alone or in a batch, gets bit-identical K/V and logits (the
+model's linear layers are row-invariant on their own; ``tests/models/test_invariant_attention.py``
+checks both on this machine's math library).
 
 The arithmetic is fp32, with every shape the math library's rounding depends on held fixed:
 

@@ -123,7 +123,8 @@ class LlamaForward:
         if not isinstance(context, slice):
             context = context.view(-1)
         group = arch.heads // arch.kv_heads
-        invariant = InvariantAttention(positions.view(batch, 1), group, self.weights.embed.dtype) if self.deterministic else None
+        invariant = (InvariantAttention(positions.view(batch, 1), group, self.weights.embed.dtype)
+                     if self.deterministic else None)
         x = self.weights.embed[tokens]
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)

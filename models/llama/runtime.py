@@ -121,7 +121,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
         if self.deterministic:  # every row over whole key blocks (kvgate.models.invariant_attention)
-            context, mask = self._context_slots(sessions, lengths, padded_keys(max(lengths) + 1))
+            context, mask = self._slot_table(sessions, padded_keys(max(lengths) + 1)), None
             new_slots = context.gather(1, positions[:, None]).view(-1)
         elif len(sessions) == 1:
             context, mask = self._context(sessions[0], lengths[0] + 1), None
@@ -139,20 +139,24 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         span = self.pool.span(session.block_table, end)
         return span if span is not None else self.pool.slots(session.block_table, 0, end)
 
-    def _context_slots(self, sessions: Sequence[Session], lengths: list[int], keys: int = 0):
-        """Slots [batch, keys] of every session's context incl. the new token (at least ``keys`` of them:
-        padding repeats the first block, whose values are finite), and the padding mask."""
+    def _context_slots(self, sessions: Sequence[Session], lengths: list[int]):
+        """Slots [batch, keys] of every session's context incl. the new token, and the padding mask."""
+        slots = self._slot_table(sessions)
+        keys = torch.arange(slots.shape[1], device=self.device)
+        limit = torch.tensor(lengths, dtype=torch.long, device=self.device)[:, None]
+        mask = torch.zeros(len(sessions), 1, 1, slots.shape[1], dtype=self.dtype, device=self.device)
+        mask.masked_fill_((keys[None, :] > limit)[:, None, None, :], float("-inf"))  # additive: built once a step
+        return slots, mask
+
+    def _slot_table(self, sessions: Sequence[Session], keys: int = 0) -> torch.Tensor:
+        """Slots [batch, keys'] of every session's blocks, at least ``keys`` of them: padding repeats a
+        session's first block (its values are finite; the attention hides them)."""
         bs = self.block_size
         width = max(max(len(s.block_table) for s in sessions), -(-keys // bs))
         table = torch.tensor([s.block_table + s.block_table[:1] * (width - len(s.block_table)) for s in sessions],
                              dtype=torch.long, device=self.device)
         offsets = torch.arange(bs, device=self.device)
-        slots = (table[:, :, None] * bs + offsets).view(len(sessions), width * bs)
-        keys = torch.arange(width * bs, device=self.device)
-        limit = torch.tensor(lengths, dtype=torch.long, device=self.device)[:, None]
-        mask = torch.zeros(len(sessions), 1, 1, width * bs, dtype=self.dtype, device=self.device)
-        mask.masked_fill_((keys[None, :] > limit)[:, None, None, :], float("-inf"))  # additive: built once a step
-        return slots, mask
+        return (table[:, :, None] * bs + offsets).view(len(sessions), width * bs)
 
     # --- state as bytes -------------------------------------------------------------------------
     CHUNK_HEADER_BYTES = 16  # u64 kv_len, u64 aux_len
