@@ -14,11 +14,14 @@ Systems (all real servers on 127.0.0.1):
   kvgate-cold-fast, kvgate-device-fast
                   kvgate-cold and kvgate-device with ``engine.deterministic = false``
   llamacpp        llama-cpp-python's server with its RAM prompt cache (when installed; see peers.md)
+  llama-server    llama.cpp's own server, ``-np 2 --slot-prompt-similarity 0.8 --cache-reuse 256
+                  --cache-ram 8192`` (each session keeps its own slot: its best setting for this
+                  workload); bench/llama_server.py builds it on first use (~11 minutes on 2 cores)
 
 Reports TTFT per turn and system, kvgate's hit ratio by tier against the theoretical ceiling (tokens
 an ideal cache could serve: the prefix shared with an earlier request plus its output), writes
 ``<out>/agent_cache.json`` and a plot ``<out>/agent_cache.png``.
-Usage: python bench/bench_agent_cache.py [--systems kvgate-cold,kvgate-device,kvgate-ssd,llamacpp]
+Usage: python bench/bench_agent_cache.py [--systems kvgate-cold,kvgate-device,kvgate-ssd,llamacpp,llama-server]
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from agent_workload import Workload, ceiling, prompt_tokens, stream_chat  # noqa: E402
 from bench_runtime import cpu_busy  # noqa: E402
+from llama_server import LlamaServer, llama_server_available  # noqa: E402
 from tests.harness import ServerProcess, free_port  # noqa: E402
 
 KVGATE = {
@@ -54,6 +58,8 @@ KVGATE = {
 RESTARTED = ("kvgate-device", "kvgate-device-fast")  # restarted before --restart-turn
 COLD_OF = {"kvgate-device": "kvgate-cold", "kvgate-ssd": "kvgate-cold", "kvgate-device-fast": "kvgate-cold-fast"}
 PEER_PYTHON = ROOT / "bench" / ".peer" / "venv" / "bin" / "python"
+LLAMA_SERVER_ARGS = ["-np", "2", "--slot-prompt-similarity", "0.8", "--cache-reuse", "256", "--cache-ram", "8192"]
+PEERS = ("llamacpp", "llama-server")
 
 
 def kvgate_server(name: str, out: Path) -> ServerProcess:
@@ -98,6 +104,9 @@ def start_systems(names: list[str], out: Path) -> dict:
                 print(f"llamacpp skipped: no {PEER_PYTHON} (build it as in reference/peers.md)")
                 continue
             servers[name] = PeerServer(PEER_PYTHON, out)
+        elif name == "llama-server":
+            if llama_server_available():
+                servers[name] = LlamaServer(LLAMA_SERVER_ARGS, log_path=out / "llama-server.log").start()
         else:
             shutil.rmtree(out / f"ssd-{name}", ignore_errors=True)
             servers[name] = kvgate_server(name, out).start()
@@ -132,6 +141,7 @@ def run(args) -> dict:
                         "total_s": round(result["total"], 4), "prompt_tokens": len(tokens),
                         "completion_tokens": usage.get("completion_tokens"),
                         "cached_device": split.get("cached_tokens_device"), "cached_ssd": split.get("cached_tokens_ssd"),
+                        "cached_reported": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
                         "ceiling_tokens": ceiling(tokens, history[name]), "cpu_busy_before": round(busy, 1),
                         "restarted": name in RESTARTED and turn == args.restart_turn})
                     history[name].append((tokens, usage.get("completion_tokens") or 0))
@@ -157,7 +167,7 @@ def summarize(report: dict) -> list[str]:
         prompt = sum(r["prompt_tokens"] for r in own)
         ideal = sum(r["ceiling_tokens"] for r in own)
         if own[0]["cached_device"] is None:
-            lines.append(f"{system}: ceiling {ideal / prompt:.1%} (server reports no cached tokens)")
+            lines.append(peer_hit_line(system, own, ideal / prompt))
             continue
         device = sum(r["cached_device"] or 0 for r in own)
         ssd = sum(r["cached_ssd"] or 0 for r in own)
@@ -165,6 +175,14 @@ def summarize(report: dict) -> list[str]:
                      f"SSD {ssd / prompt:.1%}) vs ceiling {ideal / prompt:.1%}")
     lines.extend(ratio_lines(rows, systems))
     return lines
+
+
+def peer_hit_line(system: str, own: list[dict], ceiling_share: float) -> str:
+    """A peer's own cached-token count (usage.prompt_tokens_details, in its tokens) against the ceiling."""
+    if any(r.get("cached_reported") is None for r in own):
+        return f"{system}: ceiling {ceiling_share:.1%} (server reports no cached tokens)"
+    cached = sum(r["cached_reported"] for r in own) / sum(r["prompt_tokens"] for r in own)
+    return f"{system}: reported cached {cached:.1%} of prompt tokens vs ceiling {ceiling_share:.1%}"
 
 
 def ratio_lines(rows: list[dict], systems: list[str]) -> list[str]:
@@ -185,10 +203,10 @@ def ratio_lines(rows: list[dict], systems: list[str]) -> list[str]:
                      f"{r['ceiling_tokens']} tokens from SSD ({(r['cached_ssd'] or 0) / r['ceiling_tokens']:.2%}), "
                      f"TTFT {r['ttft_s']:.3f} s vs cold {cold.get((r['turn'], r['session']), float('nan')):.3f} s")
     medians = {s: statistics.median(r["ttft_s"] for r in rows if r["system"] == s) for s in systems}
-    if "llamacpp" in medians:
+    for peer in (p for p in PEERS if p in medians):
         for system in (s for s in systems if s.startswith("kvgate")):
-            lines.append(f"median TTFT {system} {medians[system]:.3f} s vs llamacpp {medians['llamacpp']:.3f} s: "
-                         f"ratio {medians[system] / medians['llamacpp']:.2f}")
+            lines.append(f"median TTFT {system} {medians[system]:.3f} s vs {peer} {medians[peer]:.3f} s: "
+                         f"ratio {medians[system] / medians[peer]:.2f}")
     return lines
 
 
@@ -219,7 +237,7 @@ def plot(report: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default="kvgate-cold,kvgate-device,kvgate-ssd,llamacpp")
+    parser.add_argument("--systems", default="kvgate-cold,kvgate-device,kvgate-ssd,llamacpp,llama-server")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--shared", type=int, default=2000)
     parser.add_argument("--per-session", type=int, default=1000)

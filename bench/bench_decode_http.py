@@ -1,16 +1,32 @@
-"""Decode throughput through the real HTTP server vs Hugging Face transformers, side by side.
+"""Decode throughput through the real HTTP server vs llama.cpp's llama-server and transformers.
 
-kvgate: batch-1 decode tokens/s (one streaming request) and aggregate decode tokens/s with N
-concurrent streaming requests. transformers (bf16, same weights via the converted cache): batch-1
-and batch-N `generate`. Medians of --repeats runs; prints ratios.
+Measurements (each system gets the same prompts, interleaved run by run: A, B, C, A, B, C...):
+  batch-1 @ N ctx   one streaming request whose prompt is about N tokens (``--contexts``, cut from
+                    repeated prose to size with kvgate's tokenizer), ``--tokens`` tokens with ignore_eos
+  K concurrent      K (``--concurrency``) streaming requests at once on short prompts, aggregate
 
-    python bench/bench_decode_http.py [--tokens 96] [--concurrency 8] [--repeats 3]
+Systems (``--systems``):
+  kvgate          one ``kvgate serve`` (tests.harness.ServerProcess), prefix cache off
+  llama-server    llama.cpp's server on the same GGUF (bench/llama_server.py builds it on first use,
+                  ~11 minutes on 2 cores); ``-np 1`` for batch-1 and ``-np K`` for the concurrent runs,
+                  each its own process. Skipped with a message when it cannot be built.
+  transformers    bf16 ``generate`` in this process on kvgate's converted model (see TransformersPeer)
+
+HTTP tokens/s are measured alike for every server: from the first streamed content token to the
+last, over (completion tokens from usage - 1); the concurrent figure sums every stream's tokens
+after its first over the span from the earliest first token to the latest last one. Prints medians
+of ``--repeats`` runs, the ratios kvgate/llama-server and kvgate/transformers, and each system's
+concurrent figure over its batch-1 figure at the first context.
+
+    python bench/bench_decode_http.py [--systems kvgate,llama-server,transformers] [--tokens 256]
+        [--contexts 86,1000,3000] [--concurrency 8] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import os
@@ -19,10 +35,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from llama_server import PEER_DIR, LlamaServer, llama_server_available  # noqa: E402
 from tests.harness import ServerProcess  # noqa: E402
 
 PROMPTS = [
@@ -35,53 +56,97 @@ PROMPTS = [
     "Describe the water cycle to a ten-year-old.",
     "Write a recipe for a soup made of stars.",
 ]
+PROSE = (
+    "The harbour town woke slowly in winter. Fishing boats rocked against the stone quay while gulls argued "
+    "over the nets, and the baker on the corner pulled the first loaves from an oven that had burned since "
+    "before dawn. Children walked to school along the sea wall, counting the waves that broke over the "
+    "rocks, and the old lighthouse keeper climbed the spiral stairs one more time to polish the great lens. "
+    "In the market square the merchants unfolded their stalls: wool and salt, lamp oil and rope, apples "
+    "carried down from the orchards in the hills. Nobody hurried, because the ferry would not arrive until "
+    "noon, and everyone knew that the weather, not the clock, decided when the day truly began. "
+)
+Decode = Callable[[list[list[dict]], int], tuple[float, int]]  # (chats, tokens) -> (tok/s, prompt tokens)
 
 
-def stream_one(base_url: str, prompt: str, tokens: int) -> tuple[float, float, int]:
-    """(first token time, last token time, tokens) for one streaming request."""
-    body = {"model": "smollm2", "messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
-            "temperature": 0, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+def user_chat(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def stream_one(base_url: str, messages: list[dict], tokens: int) -> tuple[float, float, int, int]:
+    """(first content time, last content time, completion tokens, prompt tokens) for one streaming request."""
+    body = {"model": "smollm2", "messages": messages, "max_tokens": tokens, "temperature": 0, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
     first = last = 0.0
-    count = 0
-    with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, timeout=600) as response:
+    usage = {}
+    with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, timeout=900) as response:
+        response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data: {"):
                 continue
             chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                count = chunk["usage"]["completion_tokens"]
-            elif chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+            usage = chunk.get("usage") or usage
+            if any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or []):
                 last = time.monotonic()
                 first = first or last
-    return first, last, count
+    return first, last, usage["completion_tokens"], usage["prompt_tokens"]
 
 
-def kvgate_decode(base_url: str, concurrency: int, tokens: int) -> float:
-    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
-        runs = list(pool.map(lambda i: stream_one(base_url, PROMPTS[i % len(PROMPTS)], tokens), range(concurrency)))
-    decoded = sum(count - 1 for _, _, count in runs)  # tokens after each request's first
-    return decoded / (max(last for _, last, _ in runs) - min(first for first, _, _ in runs))
+def http_decode(base_url: str, chats: list[list[dict]], tokens: int) -> tuple[float, int]:
+    with concurrent.futures.ThreadPoolExecutor(len(chats)) as pool:
+        runs = list(pool.map(lambda chat: stream_one(base_url, chat, tokens), chats))
+    decoded = sum(completion - 1 for _, _, completion, _ in runs)  # tokens after each stream's first
+    span = max(last for _, last, _, _ in runs) - min(first for first, _, _, _ in runs)
+    return decoded / span, runs[0][3]
 
 
-def transformers_decode(model_dir: str, concurrency: int, tokens: int) -> float:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def prompt_token_count(base_url: str, messages: list[dict]) -> int:
+    reply = httpx.post(base_url + "/v1/tokenize", json={"messages": messages, "add_generation_prompt": True},
+                       timeout=120)
+    reply.raise_for_status()
+    return len(reply.json()["tokens"])
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).eval()
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], tokenize=False,
-                                           add_generation_prompt=True) for i in range(concurrency)]
-    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    with torch.inference_mode():
-        model.generate(**batch, max_new_tokens=1, do_sample=False)
-        started = time.monotonic()
-        model.generate(**batch, max_new_tokens=1, do_sample=False)
-        prefill = time.monotonic() - started
-        started = time.monotonic()
-        model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
-        elapsed = time.monotonic() - started - prefill
-    return concurrency * (tokens - 1) / elapsed
+
+def context_chat(base_url: str, target: int) -> list[dict]:
+    """The longest prose prefix whose templated prompt stays within ``target`` tokens (kvgate's count)."""
+    words = (PROSE * (target // 100 + 2)).split()
+    low, high = 1, len(words)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if prompt_token_count(base_url, user_chat(" ".join(words[:middle]))) <= target:
+            low = middle
+        else:
+            high = middle - 1
+    return user_chat(" ".join(words[:low]))
+
+
+class TransformersPeer:
+    """bf16 transformers on kvgate's converted model folder; ``generate`` time less a 1-token prefill.
+
+    That folder now keeps the linear weights packed as q4, which transformers does not read (its load
+    report lists them MISSING and initialises them at random): this times the same shapes, not the
+    same weights."""
+
+    def __init__(self, model_dir: str):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer.padding_side = "left"
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).eval()
+
+    def decode(self, chats: list[list[dict]], tokens: int) -> tuple[float, int]:
+        texts = [self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) for chat in chats]
+        batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with self.torch.inference_mode():
+            self.model.generate(**batch, max_new_tokens=1, do_sample=False)
+            started = time.monotonic()
+            self.model.generate(**batch, max_new_tokens=1, do_sample=False)
+            prefill = time.monotonic() - started
+            started = time.monotonic()
+            self.model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+            elapsed = time.monotonic() - started - prefill
+        return len(chats) * (tokens - 1) / elapsed, batch["input_ids"].shape[1]
 
 
 def converted_model_dir(state_dir: Path) -> str:
@@ -91,38 +156,78 @@ def converted_model_dir(state_dir: Path) -> str:
     return str(candidates[0].parent)
 
 
+def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path,
+                  concurrency: int) -> tuple[dict[str, Decode], str]:
+    """The decode function of each system and kvgate's URL (its tokenizer sizes the prompts)."""
+    settings = {"engine": {"max_batch": max(16, concurrency)}, "cache": {"enabled": False}}
+    kvgate = stack.enter_context(ServerProcess(tmp / "kvgate", settings))
+    systems: dict[str, Decode] = {}
+    if "kvgate" in names:
+        systems["kvgate"] = lambda chats, tokens: http_decode(kvgate.base_url, chats, tokens)
+    if "llama-server" in names and llama_server_available():
+        single = stack.enter_context(LlamaServer(["-np", "1"], log_path=PEER_DIR / "decode-np1.log"))
+        many = stack.enter_context(LlamaServer(["-np", str(concurrency)], log_path=PEER_DIR / f"decode-np{concurrency}.log"))
+        systems["llama-server"] = lambda chats, tokens: http_decode(
+            (single if len(chats) == 1 else many).base_url, chats, tokens)
+    if "transformers" in names:
+        systems["transformers"] = TransformersPeer(converted_model_dir(kvgate.state_dir)).decode
+    return systems, kvgate.base_url
+
+
+def workloads(base_url: str, contexts: list[int], concurrency: int) -> dict[str, list[list[dict]]]:
+    chats = {f"batch-1 @ {target} ctx": [context_chat(base_url, target)] for target in contexts}
+    chats[f"{concurrency} concurrent"] = [user_chat(PROMPTS[i % len(PROMPTS)]) for i in range(concurrency)]
+    return chats
+
+
+def measure(args) -> tuple[dict, dict]:
+    """{(workload, system): [tok/s per repeat]} and {(workload, system): prompt tokens}."""
+    rates: dict[tuple[str, str], list[float]] = {}
+    prompt_tokens: dict[tuple[str, str], int] = {}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        systems, kvgate_url = start_systems(args.systems.split(","), stack, Path(tmp), args.concurrency)
+        chats = workloads(kvgate_url, [int(c) for c in args.contexts.split(",")], args.concurrency)
+        for decode in systems.values():
+            decode([user_chat(PROMPTS[0])], 4)  # warm-up
+        for _ in range(args.repeats):
+            for workload, workload_chats in chats.items():
+                for system, decode in systems.items():
+                    rate, prompt = decode(workload_chats, args.tokens)
+                    rates.setdefault((workload, system), []).append(rate)
+                    prompt_tokens[(workload, system)] = prompt
+                    print(f"  {workload:<22} {system:<13} {rate:7.1f} tok/s  ({prompt} prompt tokens)", flush=True)
+    return rates, prompt_tokens
+
+
+def report(rates: dict, prompt_tokens: dict) -> None:
+    medians = {key: statistics.median(values) for key, values in rates.items()}
+    systems = list(dict.fromkeys(system for _, system in medians))
+    peers = [peer for peer in ("llama-server", "transformers") if peer in systems and "kvgate" in systems]
+    print("\n| measurement | prompt tokens | " + " | ".join(f"{s} tok/s" for s in systems)
+          + "".join(f" | kvgate/{peer}" for peer in peers) + " |")
+    print("| --- " * (2 + len(systems) + len(peers)) + "|")
+    workloads = list(dict.fromkeys(workload for workload, _ in medians))
+    for workload in workloads:
+        prompts = "/".join(str(prompt_tokens[(workload, s)]) for s in systems)
+        cells = [f"{medians[(workload, s)]:.1f}" for s in systems]
+        ratios = [f"{medians[(workload, 'kvgate')] / medians[(workload, peer)]:.2f}" for peer in peers]
+        print(f"| {workload} | {prompts} | " + " | ".join(cells + ratios) + " |")
+    for system in systems:
+        print(f"{system} {workloads[-1]} / {workloads[0]}: "
+              f"{medians[(workloads[-1], system)] / medians[(workloads[0], system)]:.2f}x")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tokens", type=int, default=96)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", default="kvgate,llama-server,transformers")
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--contexts", default="86,1000,3000")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(f"# decode benchmark {datetime.datetime.now().isoformat(timespec='seconds')}, "
-          f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = {"engine": {"max_batch": max(16, args.concurrency)}, "cache": {"enabled": False}}
-        results: dict[str, list[float]] = {}
-        with ServerProcess(Path(tmp), settings) as server:
-            stream_one(server.base_url, PROMPTS[0], 4)  # warm-up
-            for _ in range(args.repeats):
-                results.setdefault("kvgate batch-1", []).append(kvgate_decode(server.base_url, 1, args.tokens))
-                results.setdefault(f"kvgate {args.concurrency} concurrent", []).append(
-                    kvgate_decode(server.base_url, args.concurrency, args.tokens))
-            model_dir = converted_model_dir(server.state_dir)
-            server.stop()
-            for _ in range(args.repeats):
-                results.setdefault("transformers batch-1", []).append(transformers_decode(model_dir, 1, args.tokens))
-                results.setdefault(f"transformers batch-{args.concurrency}", []).append(
-                    transformers_decode(model_dir, args.concurrency, args.tokens))
-    medians = {name: statistics.median(values) for name, values in results.items()}
-    print("| measurement | decode tok/s (median) |\n| --- | --- |")
-    for name, value in medians.items():
-        print(f"| {name} | {value:.1f} |")
-    names = list(medians)
-    print(f"\nkvgate {args.concurrency}-concurrent / kvgate batch-1: {medians[names[1]] / medians[names[0]]:.2f}x")
-    print(f"kvgate batch-1 / transformers batch-1: {medians[names[0]] / medians[names[2]]:.2f}x")
-    print(f"kvgate {args.concurrency}-concurrent / transformers batch-{args.concurrency}: "
-          f"{medians[names[1]] / medians[names[3]]:.2f}x")
+          f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs, {args.tokens} tokens per stream")
+    report(*measure(args))
 
 
 if __name__ == "__main__":
