@@ -202,10 +202,11 @@ def ratio_lines(rows: list[dict], systems: list[str]) -> list[str]:
         lines.append(f"after the restart, {r['system']} session {r['session']}: {r['cached_ssd']} of the previous prefix's "
                      f"{r['ceiling_tokens']} tokens from SSD ({(r['cached_ssd'] or 0) / r['ceiling_tokens']:.2%}), "
                      f"TTFT {r['ttft_s']:.3f} s vs cold {cold.get((r['turn'], r['session']), float('nan')):.3f} s")
-    medians = {s: statistics.median(r["ttft_s"] for r in rows if r["system"] == s) for s in systems}
+    later = {s: [r["ttft_s"] for r in rows if r["system"] == s and r["turn"] >= 2] for s in systems}
+    medians = {s: statistics.median(ttfts) for s, ttfts in later.items() if ttfts}
     for peer in (p for p in PEERS if p in medians):
-        for system in (s for s in systems if s.startswith("kvgate")):
-            lines.append(f"median TTFT {system} {medians[system]:.3f} s vs {peer} {medians[peer]:.3f} s: "
+        for system in (s for s in medians if s.startswith("kvgate")):
+            lines.append(f"median TTFT turns 2+ {system} {medians[system]:.3f} s vs {peer} {medians[peer]:.3f} s: "
                          f"ratio {medians[system] / medians[peer]:.2f}")
     return lines
 

@@ -1,8 +1,8 @@
 """Linear weights held quantized: int4 in groups of 32 along K, or int8 with a scale per row.
 
-:class:`Int4Weight` keeps torch's CPU int4pack layout (one byte holds rows ``j`` and ``j + 32`` of a
-block of 64 rows, at one column; blocks are ``[K, 32]`` bytes) with bf16 ``(scale, zero)`` per
-group, and a weight reads as ``(q - 8) * scale + zero``. :class:`Int8Weight` is ``q * scale``.
+:class:`Int4Weight` keeps torch's CPU int4pack layout (the kernel's own, which differs between CPUs:
+:func:`nibble_sources` reads it off the packer) with bf16 ``(scale, zero)`` per group, and a
+weight reads as ``(q - 8) * scale + zero``. :class:`Int8Weight` is ``q * scale``.
 Both run torch's weight-only kernels, which are fast for few rows and only take bf16 activations;
 from :data:`DENSE_ROWS` rows on, a dense matmul over the weight dequantized for that one call is
 faster (see ``bench/bench_weights.py``), so large prefills cost about what bf16 costs. The kernels
@@ -12,6 +12,7 @@ are batch-invariant on their own; the switch to the dense matmul is not, so dete
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Union
 
 import torch
@@ -50,12 +51,13 @@ class Int4Weight:
 
     def dequantize(self) -> torch.Tensor:
         rows, cols = self.shape
-        blocks = self.packed.view(rows // BLOCK_ROWS, cols, BLOCK_ROWS // 2)
-        q = torch.empty(rows // BLOCK_ROWS, 2, BLOCK_ROWS // 2, cols)  # fp32, written as the nibbles unpack
-        q[:, 0] = (blocks & 15).transpose(1, 2)
-        q[:, 1] = blocks.bitwise_right_shift(4).transpose(1, 2)
+        sources = nibble_sources(rows, cols)
+        if sources is None:  # a layout the probes cannot read: the kernel itself, on an identity
+            return self.matmul(torch.eye(cols, dtype=torch.bfloat16)).t().contiguous()
+        q = torch.empty(rows * cols, dtype=torch.uint8)
+        q[sources] = _nibbles(self.packed)
         scale, zero = self.scale_zeros.float().permute(2, 1, 0)[..., None]
-        q = q.view(rows, cols // GROUP, GROUP)
+        q = q.view(rows, cols // GROUP, GROUP).float()
         return q.mul_(scale).add_(zero - 8 * scale).view(rows, cols).bfloat16()
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
@@ -63,6 +65,35 @@ class Int4Weight:
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.packed, self.scale_zeros]
+
+
+def _nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """Every nibble of a packed weight: the low ones of all its bytes, then the high ones."""
+    data = packed.contiguous().view(torch.uint8).reshape(-1)
+    return torch.cat([data & 15, data >> 4])
+
+
+@functools.lru_cache(maxsize=None)
+def nibble_sources(rows: int, cols: int) -> Optional[torch.Tensor]:
+    """For each nibble of a packed [rows, cols] int4 weight (in :func:`_nibbles`' order), the flat index
+    of the value it holds, or None when packing is not a plain rearrangement of the values.
+
+    The int4pack layout is the CPU kernel's own and differs between CPUs (AVX-512 and AVX2 builds
+    place rows differently), so it is read off the packer: probe ``d`` packs hex digit ``d`` of every
+    value's index, and the packed nibbles spell out, digit by digit, where each one came from."""
+    count = rows * cols
+    index = torch.arange(count, dtype=torch.int64)
+    sources = torch.zeros(count, dtype=torch.int64)
+    for digit in range(max(1, -(-(count - 1).bit_length() // 4))):
+        probe = ((index >> (4 * digit)) & 15).view(rows, cols).to(torch.int32)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(probe, 1)
+        sources |= _nibbles(packed).to(torch.int64) << (4 * digit)
+    if not torch.equal(sources.sort().values, index):
+        return None
+    check = torch.randint(0, 16, (rows, cols), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    unpacked = torch.empty(count, dtype=torch.uint8)
+    unpacked[sources] = _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(check, 1))
+    return sources.to(torch.int32) if torch.equal(unpacked.view(rows, cols).to(torch.int32), check) else None
 
 
 class Int8Weight:
