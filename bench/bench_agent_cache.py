@@ -14,7 +14,7 @@ Systems (all real servers on 127.0.0.1):
   kvgate-cold-fast, kvgate-device-fast
                   kvgate-cold and kvgate-device with ``engine.deterministic = false``
   llamacpp        llama-cpp-python's server with its RAM prompt cache (when installed; see peers.md)
-  llama-server    llama.cpp's own server, ``-np 2 --slot-prompt-similarity 0.8 --cache-reuse 256
+  llama-server    llama.cpp's own server, ``-c 16384 -np 2 --slot-prompt-similarity 0.8 --cache-reuse 256
                   --cache-ram 8192`` (each session keeps its own slot: its best setting for this
                   workload); bench/llama_server.py builds it on first use (~11 minutes on 2 cores)
 
@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import httpx
 
@@ -58,15 +59,18 @@ KVGATE = {
 RESTARTED = ("kvgate-device", "kvgate-device-fast")  # restarted before --restart-turn
 COLD_OF = {"kvgate-device": "kvgate-cold", "kvgate-ssd": "kvgate-cold", "kvgate-device-fast": "kvgate-cold-fast"}
 PEER_PYTHON = ROOT / "bench" / ".peer" / "venv" / "bin" / "python"
-LLAMA_SERVER_ARGS = ["-np", "2", "--slot-prompt-similarity", "0.8", "--cache-reuse", "256", "--cache-ram", "8192"]
+# -c is split between the slots: 8,192 tokens each, room for the workload's last turn
+LLAMA_SERVER_ARGS = ["-c", "16384", "-np", "2", "--slot-prompt-similarity", "0.8", "--cache-reuse", "256",
+                     "--cache-ram", "8192"]
 PEERS = ("llamacpp", "llama-server")
 
 
-def kvgate_server(name: str, out: Path) -> ServerProcess:
+def kvgate_server(name: str, out: Path, port: Optional[int] = None) -> ServerProcess:
+    """A kvgate system's server; a restart passes the old port, so URLs held elsewhere stay valid."""
     settings = {section: dict(values) for section, values in KVGATE[name].items()}
     settings.setdefault("cache", {})["ssd_path"] = str(out / f"ssd-{name}")
     settings["model"] = {"threads": 2}
-    return ServerProcess(out / name, settings, state_dir=out / "state", timeout=600)
+    return ServerProcess(out / name, settings, port=port, state_dir=out / "state", timeout=600)
 
 
 class PeerServer:
@@ -126,7 +130,7 @@ def run(args) -> dict:
         for turn in range(1, args.turns + 1):
             for name in (n for n in RESTARTED if n in servers and turn == args.restart_turn):
                 servers[name].stop()
-                servers[name] = kvgate_server(name, out).start()
+                servers[name] = kvgate_server(name, out, servers[name].port).start()
             for session in range(2):
                 user = workload.user_message(session, turn)
                 for name, server in servers.items():
