@@ -1,7 +1,7 @@
 """Linear weights held quantized: int4 in groups of 32 along K, or int8 with a scale per row.
 
 :class:`Int4Weight` keeps torch's CPU int4pack layout (the kernel's own, which differs between CPUs:
-:func:`nibble_sources` reads it off the packer) with bf16 ``(scale, zero)`` per group, and a
+:func:`nibble_order` reads it off the packer) with bf16 ``(scale, zero)`` per group, and a
 weight reads as ``(q - 8) * scale + zero``. :class:`Int8Weight` is ``q * scale``.
 Both run torch's weight-only kernels, which are fast for few rows and only take bf16 activations;
 from :data:`DENSE_ROWS` rows on, a dense matmul over the weight dequantized for that one call is
@@ -51,11 +51,10 @@ class Int4Weight:
 
     def dequantize(self) -> torch.Tensor:
         rows, cols = self.shape
-        sources = nibble_sources(rows, cols)
-        if sources is None:  # a layout the probes cannot read: the kernel itself, on an identity
+        order = nibble_order(rows, cols)
+        if order is None:  # a layout the probes cannot read: the kernel itself, on an identity
             return self.matmul(torch.eye(cols, dtype=torch.bfloat16)).t().contiguous()
-        q = torch.empty(rows * cols, dtype=torch.uint8)
-        q[sources] = _nibbles(self.packed)
+        q = _nibbles(self.packed)[order]
         scale, zero = self.scale_zeros.float().permute(2, 1, 0)[..., None]
         q = q.view(rows, cols // GROUP, GROUP).float()
         return q.mul_(scale).add_(zero - 8 * scale).view(rows, cols).bfloat16()
@@ -74,9 +73,9 @@ def _nibbles(packed: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=None)
-def nibble_sources(rows: int, cols: int) -> Optional[torch.Tensor]:
-    """For each nibble of a packed [rows, cols] int4 weight (in :func:`_nibbles`' order), the flat index
-    of the value it holds, or None when packing is not a plain rearrangement of the values.
+def nibble_order(rows: int, cols: int) -> Optional[torch.Tensor]:
+    """For each value of a [rows, cols] int4 weight (row-major), the position of the nibble that holds
+    it once packed (in :func:`_nibbles`' order), or None when packing is not a plain rearrangement.
 
     The int4pack layout is the CPU kernel's own and differs between CPUs (AVX-512 and AVX2 builds
     place rows differently), so it is read off the packer: probe ``d`` packs hex digit ``d`` of every
@@ -86,14 +85,14 @@ def nibble_sources(rows: int, cols: int) -> Optional[torch.Tensor]:
     sources = torch.zeros(count, dtype=torch.int64)
     for digit in range(max(1, -(-(count - 1).bit_length() // 4))):
         probe = ((index >> (4 * digit)) & 15).view(rows, cols).to(torch.int32)
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(probe, 1)
-        sources |= _nibbles(packed).to(torch.int64) << (4 * digit)
+        sources |= _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(probe, 1)).to(torch.int64) << (4 * digit)
     if not torch.equal(sources.sort().values, index):
         return None
+    order = torch.empty(count, dtype=torch.int64)
+    order[sources] = index
     check = torch.randint(0, 16, (rows, cols), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
-    unpacked = torch.empty(count, dtype=torch.uint8)
-    unpacked[sources] = _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(check, 1))
-    return sources.to(torch.int32) if torch.equal(unpacked.view(rows, cols).to(torch.int32), check) else None
+    unpacked = _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(check, 1))[order]
+    return order if torch.equal(unpacked.view(rows, cols).to(torch.int32), check) else None
 
 
 class Int8Weight:
