@@ -66,7 +66,7 @@ class InvariantAttention:
 
     def __init__(self, positions: torch.Tensor, group: int, dtype: torch.dtype):
         self.positions, self.group, self.dtype = positions, group, dtype
-        self.masks: dict[int, tuple[bool, torch.Tensor]] = {}  # first query -> (causal run, mask)
+        self.masks: dict[int, tuple[bool, torch.Tensor]] = {}  # first query -> (causal run, mask over its keys)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if q.device.type != "cpu":
@@ -76,15 +76,16 @@ class InvariantAttention:
         return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int) -> torch.Tensor:
-        positions = self.positions[:, first:first + q.shape[1]]
-        keys = padded_keys(int(positions.max()) + 1)
-        k_t, v_t = (_keys(t, keys) for t in (k, v))
         if first not in self.masks:
+            positions = self.positions[:, first:first + q.shape[1]]
+            keys = padded_keys(int(positions.max()) + 1)
             causal = _causal_run(positions)
             mask = _staircase(positions[0], keys, self.dtype) if causal else _rows_mask(positions, self.group, keys,
                                                                                         self.dtype)
             self.masks[first] = causal, mask
         causal, mask = self.masks[first]
+        keys = mask.shape[-1]
+        k_t, v_t = (_keys(t, keys) for t in (k, v))
         return (_attend_causal if causal else _attend_rows)(q, k_t, v_t, mask)
 
 

@@ -3,7 +3,8 @@
 :class:`Int4Weight` keeps torch's CPU int4pack layout (the kernel's own, which differs between CPUs:
 :func:`nibble_order` reads it off the packer) with bf16 ``(scale, zero)`` per group, and a
 weight reads as ``(q - 8) * scale + zero``. :class:`Int8Weight` is ``q * scale``.
-Both run torch's weight-only kernels, which are fast for few rows and only take bf16 activations;
+Both run torch's weight-only kernels, which are fast for few rows and only take bf16 activations
+(:mod:`kvgate.models.cpu_kernels` runs instead where it computes the same bits, faster);
 from :data:`DENSE_ROWS` rows on, a dense matmul over the weight dequantized for that one call is
 faster (see ``bench/bench_weights.py``), so large prefills cost about what bf16 costs. The kernels
 are batch-invariant on their own; the switch to the dense matmul is not, so deterministic mode skips it.
@@ -17,6 +18,9 @@ from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
+
+from kvgate.models.cpu_kernels.int4 import int4_kernel
+from kvgate.models.cpu_kernels.int8 import int8_kernel
 
 GROUP = 32
 BLOCK_ROWS = 64  # rows of one int4pack block
@@ -60,6 +64,9 @@ class Int4Weight:
         return q.mul_(scale).add_(zero - 8 * scale).view(rows, cols).bfloat16()
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        kernel = int4_kernel() if x.device.type == "cpu" else None
+        if kernel is not None and kernel.takes(x, self.packed, self.scale_zeros, self.shape[0]):
+            return kernel(x, self.packed, self.scale_zeros, self.shape[0])
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed, GROUP, self.scale_zeros)
 
     def tensors(self) -> list[torch.Tensor]:
@@ -114,6 +121,9 @@ class Int8Weight:
         return self.q.to(torch.bfloat16) * self.scales[:, None]
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        kernel = int8_kernel() if x.device.type == "cpu" else None
+        if kernel is not None and kernel.takes(x, self.q, self.scales):
+            return kernel(x, self.q, self.scales)
         return torch.ops.aten._weight_int8pack_mm(x, self.q, self.scales)
 
     def tensors(self) -> list[torch.Tensor]:

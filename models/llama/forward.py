@@ -16,6 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
+from kvgate.models.cpu_kernels.int4 import int4_kernel
+from kvgate.models.cpu_kernels.int8 import int8_kernel
+from kvgate.models.cpu_kernels.rms_norm import rms_norm_kernel
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
@@ -39,6 +42,11 @@ class LlamaForward:
         self.qk_width = (arch.heads + arch.kv_heads) * arch.head_dim
         # from this many keys on, prefill attention runs in fp32 (None: always in the model dtype)
         self.fp32_attention_keys = fp32_attention_keys
+        # RMSNorm in one call for bf16 rows on CPU (kvgate.models.cpu_kernels.rms_norm), on every path
+        own_norm = weights.embed.dtype == torch.bfloat16 and weights.embed.device.type == "cpu"
+        self.norm_kernel = rms_norm_kernel() if own_norm else None
+        if weights.embed.device.type == "cpu" and getattr(weights, "format", "bf16") != "bf16":
+            int4_kernel(), int8_kernel()  # built and checked at load, not on the first request
 
     def _linear(self, x: torch.Tensor, weight, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """F.linear, or a quantized weight's own (:mod:`kvgate.models.quant_linear`); in deterministic
@@ -52,6 +60,8 @@ class LlamaForward:
         return F.linear(x, weight, bias)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if self.norm_kernel is not None and self.norm_kernel.takes(x, weight):
+            return self.norm_kernel(x, weight, self.arch.rms_eps)
         return F.rms_norm(x, weight.shape, weight, self.arch.rms_eps)
 
     def _qkv(self, x: torch.Tensor, layer, cos: torch.Tensor, sin: torch.Tensor):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session, check_decode_batch
+from kvgate.models.cpu_kernels.rms_norm import FINGERPRINT as NORM_FINGERPRINT
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.llama.forward import LlamaForward
 from kvgate.models.fingerprint import weights_fingerprint
@@ -76,6 +77,8 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         if self._fingerprint is None:
             # the attention arithmetic is part of the state: KV of one mode never serves the other
             mode = "/invariant-flash" if self.deterministic else ""
+            if getattr(self.forward, "norm_kernel", None) is not None:
+                mode += NORM_FINGERPRINT
             self._fingerprint = weights_fingerprint(self.arch, self.weights, self.dtype) + mode
         return self._fingerprint
 
@@ -121,8 +124,13 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
         if self.deterministic:  # every row over whole key blocks (kvgate.models.invariant_attention)
-            context, mask = self._slot_table(sessions, padded_keys(max(lengths) + 1)), None
-            new_slots = context.gather(1, positions[:, None]).view(-1)
+            mask = None
+            context = self._padded_span(sessions, padded_keys(max(lengths) + 1))
+            if context is None:
+                context = self._slot_table(sessions, padded_keys(max(lengths) + 1))
+                new_slots = context.gather(1, positions[:, None]).view(-1)
+            else:
+                new_slots = self.pool.slots(sessions[0].block_table, lengths[0], lengths[0] + 1)
         elif len(sessions) == 1:
             context, mask = self._context(sessions[0], lengths[0] + 1), None
             new_slots = self.pool.slots(sessions[0].block_table, lengths[0], lengths[0] + 1)
@@ -138,6 +146,19 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         """Positions [0, end) of one session: a slot range when its blocks are consecutive, else slots."""
         span = self.pool.span(session.block_table, end)
         return span if span is not None else self.pool.slots(session.block_table, 0, end)
+
+    def _padded_span(self, sessions: Sequence[Session], keys: int) -> Optional[slice]:
+        """For one session whose blocks are consecutive, the slot range of its first ``keys`` keys
+        (padding included) when all of it lies in blocks the pool has handed out, else None. The
+        padding keys then hold zeros or another session's finite K/V, which the invariant attention's
+        mask hides exactly as it hides gathered padding, and the attention reads a view, not a copy."""
+        if len(sessions) != 1:
+            return None
+        session = sessions[0]
+        span = self.pool.span(session.block_table, session.length + 1)
+        if span is None or span.start + keys > self.pool.blocks_allocated * self.block_size:
+            return None
+        return slice(span.start, span.start + keys)
 
     def _context_slots(self, sessions: Sequence[Session], lengths: list[int]):
         """Slots [batch, keys] of every session's context incl. the new token, and the padding mask."""

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 CLAUDE_CODE_VERSION = "2.1.197"
 CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "claude-code"
 SMOLLM2_CONTEXT = 8192  # SmolLM2-135M's trained context: the overflow test serves only that much
-MAX_OUTPUT_TOKENS = 64
+MAX_OUTPUT_TOKENS = 32
 # Claude Code sends no temperature: at 1.0 SmolLM2 rambles past the output limit on most turns, so
 # the server's default for requests without one is lowered ([sampling] temperature, as a user of a
 # small model would). It still samples, and may still ramble (see the module docstring).
