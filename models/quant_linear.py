@@ -95,8 +95,8 @@ def nibble_order(rows: int, cols: int) -> Optional[torch.Tensor]:
         sources |= _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(probe, 1)).to(torch.int64) << (4 * digit)
     if not torch.equal(sources.sort().values, index):
         return None
-    order = torch.empty(count, dtype=torch.int64)
-    order[sources] = index
+    order = torch.empty(count, dtype=torch.int32)  # cached per shape for the process: 4 bytes a weight
+    order[sources] = index.to(torch.int32)
     check = torch.randint(0, 16, (rows, cols), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
     unpacked = _nibbles(torch.ops.aten._convert_weight_to_int4pack_for_cpu(check, 1))[order]
     return order if torch.equal(unpacked.view(rows, cols).to(torch.int32), check) else None

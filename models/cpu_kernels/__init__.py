@@ -1,2 +1,3 @@
-"""Hand-written CPU kernels, compiled at first use (:mod:`.build`), each checked bit for bit
-against the torch kernel it stands in for before it is used (:mod:`.int4`)."""
+"""Hand-written CPU kernels, compiled at first use (:mod:`.build`). The matmuls stand in for torch's
+and are checked bit for bit against them before use (:mod:`.int4`, :mod:`.int8`); the RMSNorm is
+kvgate's own row-invariant arithmetic, named in the state fingerprint (:mod:`.rms_norm`)."""

@@ -63,7 +63,7 @@ def load(source_name: str) -> Optional[ctypes.CDLL]:
     try:
         target = cache_dir() / f"{Path(source_name).stem}-{digest}.so"
         if not target.exists():
-            _compile(compiler, Path(__file__).parent / source_name, target)
+            _compile(compiler, here / source_name, target)
         return ctypes.CDLL(str(target))
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # RuntimeError: no home directory
         log.warning("kernel %s not built (%s); torch's kernels are used", source_name, exc)

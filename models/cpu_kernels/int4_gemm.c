@@ -5,10 +5,11 @@
    That is what torch 2.13's AVX2 `_weight_int4pack_mm_for_cpu` computes for every output element;
    the Python side checks it bit for bit against torch at load and otherwise keeps torch's kernel.
 
-   Why it is faster: torch runs 32 columns a call per k-step (4 accumulator chains, so the FMA
-   latency bounds it); this runs 64 columns for one row (8 chains) and 32 columns by 4 rows when
-   there are more rows, and threads over column strips of the whole matrix in one OpenMP region
-   (the process's own OpenMP runtime: torch's, loaded first).
+   Why it is faster: its tiles keep everything in registers and reuse each dequantized weight
+   across rows: one row runs 32 columns at a time; 2-4 rows run 16 columns by all the rows; from 5
+   rows on, each 16-column strip is dequantized once into fp32 and run by 6-row tiles. It threads
+   over column blocks of the whole matrix in one OpenMP region (the process's own OpenMP runtime:
+   torch's, loaded first).
 
    Layout (torch's AVX2 packer): columns in blocks of 32; block b holds K rows of 16 bytes at
    B + b * K * 16, byte d of row k holding column d (low nibble) and column d + 16 (high nibble).
@@ -71,12 +72,21 @@ static void tile_1x32(const float *a, const uint8_t *B, const uint16_t *sz, uint
     store_row(c + b * 32 + 24, acc3);
 }
 
+/* The 16 weights of row k of one half of a block (8 bytes: columns [8h, 8h + 8) in the low
+   nibbles, [8h + 16, 8h + 24) in the high ones), dequantized as torch does. */
+static inline void half_block_weights(const uint8_t *row, __m256 s0, const float *z0, __m256 s1, const float *z1,
+                                      __m256 *w0, __m256 *w1) {
+    const __m256i mask = _mm256_set1_epi32(0xF);
+    __m256i ints = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)row));
+    *w0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(ints, mask)), s0, _mm256_load_ps(z0));
+    *w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(ints, 4)), s1, _mm256_load_ps(z1));
+}
+
 /* ROWS rows (1-4), 16 columns of block b: its columns [8h, 8h + 8) and [8h + 16, 8h + 24), which
    come from the same 8 bytes of each packed row. The dequantized weights serve every row. */
 static inline __attribute__((always_inline)) void tile_rows_x16(
         const float *a, const int ROWS, const uint8_t *B, const uint16_t *sz, uint16_t *c,
         int N, int K, int group, int b, int h) {
-    const __m256i mask = _mm256_set1_epi32(0xF);
     __m256 acc[4][2];
     #pragma GCC unroll 6
     for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -87,9 +97,8 @@ static inline __attribute__((always_inline)) void tile_rows_x16(
         group_params(sz, N, g, b * 32 + 8 * h, &s0, zero[0]);
         group_params(sz, N, g, b * 32 + 8 * h + 16, &s1, zero[1]);
         for (int end = k + group; k < end; k++) {
-            __m256i ints = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(block + (size_t)k * 16)));
-            __m256 w0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(ints, mask)), s0, _mm256_load_ps(zero[0]));
-            __m256 w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(ints, 4)), s1, _mm256_load_ps(zero[1]));
+            __m256 w0, w1;
+            half_block_weights(block + (size_t)k * 16, s0, zero[0], s1, zero[1], &w0, &w1);
             #pragma GCC unroll 6
             for (int r = 0; r < ROWS; r++) {
                 __m256 x = _mm256_broadcast_ss(a + (size_t)r * K + k);
@@ -118,7 +127,6 @@ static void tile_4x16(const float *a, int rows, const uint8_t *B, const uint16_t
 /* The weights of 16 columns of block b (its columns [8h, 8h + 8) and [8h + 16, 8h + 24)) for
    every k, dequantized once into w [K][16] with the same rounding as above. */
 static void strip_weights(const uint8_t *B, const uint16_t *sz, float *w, int N, int K, int group, int b, int h) {
-    const __m256i mask = _mm256_set1_epi32(0xF);
     __m256 s0, s1;
     float zero[2][8] __attribute__((aligned(32)));
     const uint8_t *block = B + (size_t)b * K * 16 + h * 8;
@@ -126,11 +134,10 @@ static void strip_weights(const uint8_t *B, const uint16_t *sz, float *w, int N,
         group_params(sz, N, g, b * 32 + 8 * h, &s0, zero[0]);
         group_params(sz, N, g, b * 32 + 8 * h + 16, &s1, zero[1]);
         for (int end = k + group; k < end; k++) {
-            __m256i ints = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(block + (size_t)k * 16)));
-            _mm256_store_ps(w + (size_t)k * 16,
-                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(ints, mask)), s0, _mm256_load_ps(zero[0])));
-            _mm256_store_ps(w + (size_t)k * 16 + 8,
-                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(ints, 4)), s1, _mm256_load_ps(zero[1])));
+            __m256 w0, w1;
+            half_block_weights(block + (size_t)k * 16, s0, zero[0], s1, zero[1], &w0, &w1);
+            _mm256_store_ps(w + (size_t)k * 16, w0);
+            _mm256_store_ps(w + (size_t)k * 16 + 8, w1);
         }
     }
 }

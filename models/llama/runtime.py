@@ -124,10 +124,10 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
         if self.deterministic:  # every row over whole key blocks (kvgate.models.invariant_attention)
-            mask = None
-            context = self._padded_span(sessions, padded_keys(max(lengths) + 1))
+            mask, keys = None, padded_keys(max(lengths) + 1)
+            context = self._padded_span(sessions, keys)
             if context is None:
-                context = self._slot_table(sessions, padded_keys(max(lengths) + 1))
+                context = self._slot_table(sessions, keys)
                 new_slots = context.gather(1, positions[:, None]).view(-1)
             else:
                 new_slots = self.pool.slots(sessions[0].block_table, lengths[0], lengths[0] + 1)
