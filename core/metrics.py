@@ -39,6 +39,9 @@ class Metrics:
                                        registry=r)
         self.vllm_accepted_tokens = Counter("vllm:spec_decode_num_accepted_tokens", "Accepted draft tokens (vLLM name)",
                                             registry=r)
+        self.overloaded_requests = Counter("kvgate_requests_overloaded",
+                                           "Requests refused with 503 because the queue was full or the server draining",
+                                           registry=r)
         self.parse_issues = Counter("kvgate_tool_parse_issues", "Malformed tool calls reported by the dialect parser",
                                     registry=r)
 
@@ -54,6 +57,9 @@ class Metrics:
         self.vllm_generation_tokens.inc(generated)
         self.guard_interventions.inc(interventions)
         self.parse_issues.inc(issues)
+
+    def overloaded(self) -> None:
+        self.overloaded_requests.inc()
 
     def drafts(self, drafted: int, accepted: int) -> None:
         self.draft_tokens.inc(drafted)

@@ -27,7 +27,8 @@ from kvgate.core.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
-from kvgate.core.errors import ContextLengthExceeded, InvalidRequest
+from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
+from kvgate.core.recent_requests import RecentRequests, decode_rate
 from kvgate.core.request_recorder import recorder_for
 from kvgate.core.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
@@ -61,6 +62,7 @@ class Pipeline:
         self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
         self.recorder = recorder_for(config.server.record_path)
+        self.recent_requests = RecentRequests()  # read by the cache page
         self.sampling_defaults = SamplingDefaults.build(config.sampling, runtime.info.sampling_defaults)
 
     @property
@@ -133,6 +135,14 @@ class Pipeline:
             generator=make_generator(request.sampling.seed),
         )
 
+    def submit(self, seq: Sequence) -> None:
+        """Hand ``seq`` to the engine; a refusal (queue full, draining) is counted and re-raised (503)."""
+        try:
+            self.engine.submit(seq)
+        except Overloaded:
+            self.metrics.overloaded()
+            raise
+
     # --- generation -----------------------------------------------------------------------------
     def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Events for ``request`` (call from the event loop).
@@ -166,7 +176,7 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m),
                              fence)
-        self.engine.submit(seq)
+        self.submit(seq)
         run = _Run(self, request, seq)
         try:
             yield Started(len(seq.prompt))
@@ -192,7 +202,7 @@ class Pipeline:
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         seq = self._sequence(request, prompt, 0, False, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m))
-        self.engine.submit(seq)
+        self.submit(seq)
         usage = Usage(prompt_tokens=len(prompt))
         try:
             while True:
@@ -202,6 +212,8 @@ class Pipeline:
                 if isinstance(message, SequenceDone):
                     self.metrics.request_finished(message.reason, usage.prompt_tokens, usage.cached_tokens_device,
                                                   usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
+                    self.recent_requests.add(request.tenant.name, seq.namespace, "warm", usage.prompt_tokens,
+                                             usage.cached_tokens_device, usage.cached_tokens_ssd)
                     if self.recorder is not None:
                         self.recorder.record(seq.namespace, prompt, [], usage.cached_tokens_device,
                                              usage.cached_tokens_ssd, "warm", None)
@@ -217,6 +229,7 @@ class _Run:
     def __init__(self, pipeline: Pipeline, request: ChatRequest, seq: Sequence):
         self.pipeline = pipeline
         self.seq = seq
+        self.tenant = request.tenant.name
         scope = request.request_id or uuid.uuid4().hex
         start = getattr(pipeline.chat_format, "parser_start", None)
         options = {"start_in": start(request)} if start else {}  # the prompt may end inside a reasoning block
@@ -231,6 +244,7 @@ class _Run:
         self.output_went_on = False  # output followed a call that was left unfinished
         self.stop_sequence: Optional[str] = None
         self.started = time.monotonic()
+        self.first_token_at: Optional[float] = None
         self.last_token_at: Optional[float] = None
         self.first_token_s: Optional[float] = None
         self.output: list[int] = []  # the generated token ids (for the request recorder)
@@ -249,6 +263,7 @@ class _Run:
         now = time.monotonic()
         metrics = self.pipeline.metrics
         if self.last_token_at is None:
+            self.first_token_at = now
             self.first_token_s = now - self.started
             metrics.first_token(self.first_token_s)
         else:
@@ -301,6 +316,10 @@ class _Run:
         self.pipeline.metrics.request_finished(
             reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
             self.usage.completion_tokens, interventions, len(self.issues))
+        self.pipeline.recent_requests.add(
+            self.tenant, self.seq.namespace, reason, self.usage.prompt_tokens, self.usage.cached_tokens_device,
+            self.usage.cached_tokens_ssd, self.usage.completion_tokens, self.first_token_s,
+            decode_rate(self.usage.completion_tokens, self.first_token_at, self.last_token_at))
         recorder = self.pipeline.recorder
         if recorder is not None:
             recorder.record(self.seq.namespace, self.seq.prompt, self.output, self.usage.cached_tokens_device,
