@@ -15,7 +15,7 @@ def registries():
 
 @pytest.mark.parametrize("name,variants", [("chatml_json", ["qwen3", "qwen25"]),
                                            ("glm_xml", ["glm45", "glm46", "glm47"]),
-                                           ("deepseek_dsml", ["v32", "v4"]),
+                                           ("deepseek_dsml", ["v32", "v4", "v41"]),
                                            ("qwen3_coder_xml", ["qwen3_coder"]),
                                            ("deepseek_v31", ["v31", "r1"]),
                                            ("kimi_k2", ["instruct", "thinking"])])
