@@ -59,6 +59,28 @@ class JinjaChatFormat:
         self.template = template_environment().from_string(template)
         self.dialect = dialect
         self.special_tokens = special_tokens
+        self._starts: dict[Optional[bool], str] = {}  # reasoning switch -> parser_start's answer
+
+    def parser_start(self, request: ChatRequest) -> str:
+        """``"reasoning"`` where the template's generation prompt opens a thinking block it leaves
+        open (MiniMax M2's template ends with ``<think>\\n``, so the model's first words are
+        reasoning), else ``"content"``. Read once per reasoning switch from a one-message probe."""
+        if request.reasoning not in self._starts:
+            self._starts[request.reasoning] = self._probe_start(request.reasoning)
+        return self._starts[request.reasoning]
+
+    def _probe_start(self, reasoning: Optional[bool]) -> str:
+        opener, closer = self.dialect.literals.get("think_open"), self.dialect.literals.get("think_close")
+        if not opener or not closer:
+            return "content"
+        probe = ChatRequest(model="", messages=[Message(role="user", content="?")], reasoning=reasoning)
+        try:
+            prompt, bare = self.render(probe), self.render(probe, add_generation_prompt=False)
+        except InvalidRequest:  # a template that refuses the probe: nothing known, as before
+            return "content"
+        generation = prompt[len(bare):] if prompt.startswith(bare) else prompt
+        opened = generation.rfind(opener)
+        return "reasoning" if opened >= 0 and closer not in generation[opened:] else "content"
 
     def render(self, request: ChatRequest, add_generation_prompt: bool = True) -> str:
         messages = self.dialect.render_messages(
