@@ -43,14 +43,14 @@ every required one present, + ``'</function>\\n</tool_call>'``. A string value i
 opens none of the markup tags (``</parameter>`` included), any other value compact JSON valid
 against its schema (an integer parameter takes only an integer). Calls are joined by ``'\\n'``.
 
-Serves: templates that write ``<function=`` and ``<parameter=`` (no architecture claims them).
+Serves: the Qwen3.5 architectures (``qwen3_5``, ``qwen3_5_moe``), and templates that write ``<function=`` and ``<parameter=``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from kvgate.core.dialect import TEMPLATE_MATCH, CallIdFactory, Dialect
+from kvgate.core.dialect import ARCHITECTURE_MATCH, TEMPLATE_MATCH, CallIdFactory, Dialect
 from kvgate.core.fence.compose import any_tool, compose, literal, tag_value, with_reasoning
 from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, seq
 from kvgate.core.fence.plan import FencePlan
@@ -67,6 +67,7 @@ FUNCTION_OPEN, FUNCTION_CLOSE = "<function=", "</function>"
 PARAM_OPEN, PARAM_CLOSE = "<parameter=", "</parameter>"
 VALUE_CLOSE = "\n" + PARAM_CLOSE
 MARKUP = (CALL_OPEN, CALL_CLOSE, FUNCTION_OPEN, FUNCTION_CLOSE, PARAM_OPEN, PARAM_CLOSE)
+ARCHITECTURES = ("qwen3_5", "qwen3_5_moe")  # runtimes' architecture names whose models call tools in this dialect
 PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
 
 
@@ -80,6 +81,8 @@ class Qwen3CoderXml(Dialect):
 
     @classmethod
     def serves(cls, architecture: str, chat_template: str) -> int:
+        if architecture in ARCHITECTURES:
+            return ARCHITECTURE_MATCH
         return TEMPLATE_MATCH + 5 if FUNCTION_OPEN in chat_template and PARAM_OPEN in chat_template else 0
 
     @property

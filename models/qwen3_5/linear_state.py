@@ -1,0 +1,87 @@
+"""What a session's linear-attention layers hold, and its snapshots.
+
+Per linear layer a :class:`LayerState` at the session's length ``L``: the convolution's inputs of
+the ``kernel - 1`` positions before ``L``; the recurrent state ``base`` at ``C = L - L % chunk_size``
+(the start of the open chunk); the open chunk's convolved rows and gates ``[C, L)``; and the state
+``current`` at ``L``, which decode reads. Prefill recomputes the open chunk from ``base`` with the new
+rows, so a chunk is always computed whole from an aligned start (:mod:`.delta_rule`).
+
+States are never written in place: an update makes new tensors, so forks and snapshots share them.
+A snapshot is the tuple of every linear layer's state at one position, kept in ``session.aux``
+under :data:`SNAPSHOTS`. Its size does not grow with the position: per linear layer
+``v_heads * k_dim * v_dim`` fp32 twice (``base`` and ``current``, one tensor at a chunk boundary),
+``(kernel - 1) * conv_dim`` inputs and fewer than ``chunk_size`` open rows (:func:`state_bytes`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import torch
+
+from kvgate.core.runtime import Session
+from kvgate.models.qwen3_5.arch import Qwen35Arch
+
+STATE = "qwen3_5_state"  # session.aux key: tuple[LayerState, ...] at the session's length
+SNAPSHOTS = "qwen3_5_snapshots"  # session.aux key: {position: tuple[LayerState, ...]}
+LOOSE_SNAPSHOTS = 4  # snapshots kept off the stride (ends of prompts and outputs), the newest ones
+
+
+@attrs.frozen
+class LayerState:
+    conv: torch.Tensor  # [kernel - 1, conv_dim], runtime dtype
+    base: torch.Tensor  # [v_heads, k_dim, v_dim], fp32
+    rows: torch.Tensor  # [open, conv_dim], runtime dtype
+    gates: torch.Tensor  # [open, 2, v_heads], fp32: decay g and beta
+    current: torch.Tensor  # [v_heads, k_dim, v_dim], fp32
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return self.conv, self.base, self.rows, self.gates, self.current
+
+    def at_boundary(self, conv: torch.Tensor, state: torch.Tensor) -> "LayerState":
+        """The state at a chunk boundary: nothing open, ``current`` is ``base``."""
+        return LayerState(conv, state, self.rows[:0], self.gates[:0], state)
+
+
+def initial(arch: Qwen35Arch, dtype: torch.dtype, device: torch.device) -> tuple[LayerState, ...]:
+    """Every linear layer's state at position 0."""
+    state = torch.zeros(arch.linear_v_heads, arch.linear_k_dim, arch.linear_v_dim, device=device)
+    conv = torch.zeros(arch.conv_kernel - 1, arch.conv_dim, dtype=dtype, device=device)
+    rows = torch.zeros(0, arch.conv_dim, dtype=dtype, device=device)
+    gates = torch.zeros(0, 2, arch.linear_v_heads, device=device)
+    return tuple(LayerState(conv, state, rows, gates, state) for _ in arch.linear_layers)
+
+
+def held(session: Session) -> Optional[tuple[LayerState, ...]]:
+    return session.aux.get(STATE)
+
+
+def snapshots(session: Session) -> dict[int, tuple[LayerState, ...]]:
+    return session.aux.setdefault(SNAPSHOTS, {})
+
+
+def keep_snapshot(session: Session, position: int, states: tuple[LayerState, ...], stride: int) -> None:
+    """Record the states at ``position``; of the snapshots off the stride only the newest are kept."""
+    taken = snapshots(session)
+    taken[position] = states
+    loose = sorted(p for p in taken if p % stride)
+    for old in loose[:-LOOSE_SNAPSHOTS]:
+        del taken[old]
+
+
+def nearest(session: Session, position: int) -> tuple[int, Optional[tuple[LayerState, ...]]]:
+    """The snapshot at or before ``position`` closest to it, ``(0, None)`` when there is none."""
+    before = [p for p in snapshots(session) if p <= position]
+    return (max(before), snapshots(session)[max(before)]) if before else (0, None)
+
+
+def state_bytes(session: Session) -> int:
+    """Bytes of the distinct tensors the session's state and snapshots hold (shared ones included)."""
+    seen: dict[int, int] = {}
+    groups = [held(session) or ()] + list(session.aux.get(SNAPSHOTS, {}).values())
+    for states in groups:
+        for layer in states:
+            for t in layer.tensors():
+                seen[id(t)] = t.numel() * t.element_size()
+    return sum(seen.values())

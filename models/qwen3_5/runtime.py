@@ -1,0 +1,226 @@
+"""Qwen35Runtime: the Llama runtime's block tables and chunk framing over a hybrid session.
+
+Per token, the pool holds the full-attention layers' K/V (``[full layers, 2, tokens, kv_heads,
+head_dim]``, the Llama layout over those layers only). Per session, ``session.aux`` holds every
+linear layer's state at the session's length and snapshots of it at chosen positions
+(:mod:`.linear_state`): the start and the end of each prefill (a prompt; a speculative step's
+drafts), the end of a fork's source (an output the cache takes), every
+:attr:`Qwen35Runtime.state_stride` tokens. The snapshots stay inside the
+runtime, behind the host's existing contract (as DeepSeek V4's raw tails do): a fork, a truncation
+or an export at a position restores the nearest snapshot at or before it and replays the tokens in
+between (a forward that writes no K/V); :attr:`replayed_tokens` counts them.
+
+A chunk ``[start, end)``: the Llama framing, its KV bytes the tokens' full-attention K/V, its aux
+bytes the linear layers' state at ``end`` (:mod:`.state_chunks`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from kvgate.core.runtime import PrefillInterrupted, Session, check_decode_batch
+from kvgate.models.invariant_attention import padded_keys
+from kvgate.models.kv_pool import KVPool
+from kvgate.models.llama.loading import Family
+from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.prefill_attention import fp32_attention_keys
+from kvgate.models.qwen3_5 import linear_state, state_chunks
+from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, Qwen35Arch
+from kvgate.models.qwen3_5.forward import Qwen35Forward
+from kvgate.models.qwen3_5.linear_state import LayerState
+from kvgate.models.qwen3_5.weights import read_weights
+from kvgate.models.rope import Rotary
+
+log = logging.getLogger("kvgate")
+States = tuple[LayerState, ...]
+
+
+class Qwen35Runtime(LlamaRuntime):
+    STATE_NAME = "qwen3_5-hybrid/1"
+    # a snapshot every this many tokens of a long prompt or output (a multiple of the chunk size):
+    # a cut replays at most this many tokens, and a snapshot costs every linear layer's state
+    # (see :mod:`.linear_state`); not chosen by measurement yet
+    state_stride = 1024
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.replays = self.replayed_tokens = 0
+
+    def invariant_arithmetic(self) -> bool:
+        """Aligned delta-rule chunks, invariant attention, padded products; not for Qwen3.5-MoE, whose
+        experts run one product over however many tokens they got (as in the Llama runtime)."""
+        return self.arch.moe is None
+
+    def new_pool(self, kv_pool_tokens: int) -> KVPool:
+        arch = self.arch
+        return KVPool(len(arch.full_layers), arch.kv_heads, arch.head_dim, self.block_size, kv_pool_tokens,
+                      self.dtype, self.device)
+
+    def new_forward(self) -> Qwen35Forward:
+        arch = self.arch
+        rotary = Rotary(arch.rotary_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+                        initial_positions=min(self.info.max_context, 8192))
+        return Qwen35Forward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+                             self.deterministic)
+
+    @property
+    def state_format(self) -> str:
+        arch, dtype = self.arch, str(self.dtype).removeprefix("torch.")
+        return (f"{self.STATE_NAME} {dtype} kv{len(arch.full_layers)}x{arch.kv_heads}x{arch.head_dim} "
+                f"linear{len(arch.linear_layers)}x{arch.linear_v_heads}x{arch.linear_k_dim}x{arch.linear_v_dim} "
+                f"conv{arch.conv_kernel}x{arch.conv_dim} chunk{arch.chunk_size}")
+
+    # --- linear state -----------------------------------------------------------------------------
+    def _states(self, session: Session) -> States:
+        held = linear_state.held(session)
+        return held if held is not None else linear_state.initial(self.arch, self.dtype, self.device)
+
+    def _stride_points(self, start: int, end: int) -> list[int]:
+        stride = self.state_stride
+        if stride <= 0 or stride % self.arch.chunk_size:
+            raise ValueError(f"state_stride {stride} must be a positive multiple of the chunk size {self.arch.chunk_size}")
+        return list(range((start // stride + 1) * stride, end, stride))
+
+    def _settle(self, session: Session, states: States, taken: dict[int, States]) -> None:
+        """The session's new states at its length, kept as a snapshot too, with the stride's ones."""
+        session.aux[linear_state.STATE] = states
+        for position, snapshot in taken.items():
+            linear_state.keep_snapshot(session, position, snapshot, self.state_stride)
+        linear_state.keep_snapshot(session, session.length, states, self.state_stride)
+
+    def _rebuild(self, target: Session, taken: dict[int, States], held: Optional[States], held_at: int) -> None:
+        """``target``'s states at its length from a session's snapshots ``taken`` and its states
+        ``held`` at ``held_at``: those, a snapshot, or a snapshot and a replay of the tokens after it
+        (``target`` holds their K/V already)."""
+        length = target.length
+        target.aux[linear_state.SNAPSHOTS] = {p: s for p, s in taken.items() if p <= length}
+        if length == held_at and held is not None:
+            target.aux[linear_state.STATE] = held
+            return
+        start, states = linear_state.nearest(target, length)
+        states = states if states is not None else linear_state.initial(self.arch, self.dtype, self.device)
+        if start < length:
+            states = self._replay(target, start, states)
+        target.aux[linear_state.STATE] = states
+
+    @torch.inference_mode()
+    def _replay(self, session: Session, start: int, states: States) -> States:
+        ids = self._token_tensor(session.tokens[start:session.length])
+        context = self._context(session, session.length)
+        result = self.forward.prefill(ids, start, states, None, context, False)
+        self.replays, self.replayed_tokens = self.replays + 1, self.replayed_tokens + ids.shape[0]
+        return result.states
+
+    # --- sessions -------------------------------------------------------------------------------
+    def fork(self, session: Session, length: Optional[int] = None) -> Session:
+        fork = super().fork(session, length)
+        if fork.length == session.length and linear_state.held(session) is not None:
+            linear_state.keep_snapshot(session, session.length, linear_state.held(session), self.state_stride)
+        self._rebuild(fork, linear_state.snapshots(session), linear_state.held(session), session.length)
+        return fork
+
+    def truncate(self, session: Session, length: int) -> None:
+        if length == session.length:
+            return
+        taken, held, held_at = linear_state.snapshots(session), linear_state.held(session), session.length
+        super().truncate(session, length)
+        self._rebuild(session, taken, held, held_at)
+
+    def release(self, session: Session) -> None:
+        super().release(session)
+        session.aux.clear()
+
+    def session_bytes(self, session: Session) -> int:
+        """The session's blocks and the linear states and snapshots it holds (shared ones included)."""
+        return super().session_bytes(session) + linear_state.state_bytes(session)
+
+    # --- forward passes -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
+                interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
+        if len(tokens) == 0:
+            raise ValueError("prefill needs at least one token")
+        ids = self._token_tensor(tokens)
+        self._check_room(session, len(tokens))
+        start, end = session.length, session.length + len(tokens)
+        wanted = self._stride_points(start, end)
+        self._reserve([session], len(tokens))
+        new_slots = self.pool.slots(session.block_table, start, end)
+        try:
+            result = self.forward.prefill(ids, start, self._states(session), new_slots, self._context(session, end),
+                                          all_logits, wanted, interrupted)
+        except PrefillInterrupted:
+            self._trim(session)
+            raise
+        if start and linear_state.held(session) is not None:  # a cut into these tokens (a rejected draft)
+            result.snapshots.setdefault(start, linear_state.held(session))  # replays only what it keeps
+        session.tokens.extend(int(t) for t in tokens)
+        self._settle(session, result.states, result.snapshots)
+        return result.logits if all_logits else result.logits[0]
+
+    @torch.inference_mode()
+    def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
+        check_decode_batch(sessions, tokens)
+        ids = self._token_tensor(tokens)
+        for session in sessions:
+            self._check_room(session, 1)
+        self._reserve(sessions, 1)
+        lengths = [s.length for s in sessions]
+        self.forward.rotary.ensure(max(lengths) + 1)
+        positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        if self.deterministic:
+            context, mask = self._slot_table(sessions, padded_keys(max(lengths) + 1)), None
+        else:
+            context, mask = self._context_slots(sessions, lengths)
+        new_slots = context.gather(1, positions[:, None]).view(-1)
+        logits, states = self.forward.decode(ids, positions, [self._states(s) for s in sessions], new_slots,
+                                             context, mask)
+        for session, token, new in zip(sessions, tokens, states):
+            session.tokens.append(int(token))
+            session.aux[linear_state.STATE] = new
+            if session.length % self.state_stride == 0:
+                linear_state.keep_snapshot(session, session.length, new, self.state_stride)
+        return logits
+
+    # --- state as bytes -------------------------------------------------------------------------
+    def state_bytes(self, length: int) -> int:
+        return length * self.pool.bytes_per_token + state_chunks.aux_bytes(self.arch, length,
+                                                                           self.pool.storage.element_size())
+
+    def export_chunk(self, session: Session, start: int, end: int) -> bytes:
+        kv = self.export_state(session, start, end)
+        aux = state_chunks.encode(self._states_at(session, end))
+        return len(kv).to_bytes(8, "little") + len(aux).to_bytes(8, "little") + kv + aux
+
+    def _states_at(self, session: Session, end: int) -> States:
+        if end == session.length:
+            return self._states(session)
+        if end in linear_state.snapshots(session):
+            return linear_state.snapshots(session)[end]
+        shorter = self.fork(session, end)  # replays from the nearest snapshot before ``end``
+        states = self._states(shorter)
+        self.release(shorter)
+        # kept: the cache exports a session's chunks in order, so the next one replays from here
+        linear_state.keep_snapshot(session, end, states, self.state_stride)
+        return states
+
+    @torch.inference_mode()
+    def import_chunk(self, session: Session, tokens, data: bytes) -> None:
+        head = self.CHUNK_HEADER_BYTES
+        if len(data) < head:
+            raise ValueError(f"a chunk needs a {head}-byte header, got {len(data)} bytes")
+        kv_len, aux_len = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little")
+        if head + kv_len + aux_len != len(data):
+            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len + aux_len}")
+        end, view = session.length + len(tokens), memoryview(data)
+        states = state_chunks.decode(view[head + kv_len:], self.arch, end, self.dtype, self.device)
+        self.import_state(session, tokens, view[head:head + kv_len])
+        if tokens:
+            self._settle(session, states, {})
+
+
+QWEN3_5 = Family("Qwen3.5", set(ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
+QWEN3_5_MOE = Family("Qwen3.5-MoE", set(MOE_ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)

@@ -1,0 +1,93 @@
+"""A tiny random Qwen3.5 and Qwen3.5-MoE served by the real server: greedy answers equal transformers', a second
+request that extends the first conversation is served from the cache (a fork past the first prompt's
+end, which the runtime restores from its snapshots and a replay), again equal to transformers, and
+after a restart the same request comes from the SSD tier with the same answer.
+
+The checkpoint is random (no real one fits this machine) and carries the SmolLM2 tokenizer and a
+ChatML template; the Qwen3.5 architecture selects the ``qwen3_coder_xml`` dialect by itself.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+import torch
+
+from tests.harness import ServerProcess
+from tests.models.tiny_qwen3_5 import randomise, text_config
+
+pytestmark = pytest.mark.slow
+
+TEMPLATE = ("{%- for message in messages %}"
+            "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+            "{%- endfor %}"
+            "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+MAX_TOKENS = 12
+
+
+def write_checkpoint(directory, model_type: str):
+    from transformers import AutoModelForCausalLM
+
+    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+
+    tokenizer = smollm2_from_gguf()
+    eos = tokenizer.token_to_id("<|im_end|>")
+    config = text_config(vocab=tokenizer.get_vocab_size(), model_type=model_type, max_position_embeddings=1024)
+    config.eos_token_id, config.bos_token_id = eos, None
+    torch.manual_seed(3)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    randomise(model)
+    model.save_pretrained(directory)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE, "eos_token": "<|im_end|>"}))
+    return model, tokenizer, eos
+
+
+def post(server, path: str, body: dict) -> dict:
+    reply = httpx.post(server.base_url + path, json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def transformers_answer(model, tokenizer, eos: int, prompt: list[int]) -> str:
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=eos,
+                             pad_token_id=eos)[0, len(prompt):].tolist()
+    return tokenizer.decode([t for t in out if t != eos], skip_special_tokens=False)
+
+
+def ask(server, messages: list) -> tuple[dict, list[int]]:
+    prompt = post(server, "/v1/tokenize", {"messages": messages, "add_generation_prompt": True})["tokens"]
+    reply = post(server, "/v1/chat/completions", {"model": "tiny-qwen3_5", "messages": messages,
+                                                  "max_tokens": MAX_TOKENS, "temperature": 0})
+    return reply, prompt
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5_text", "qwen3_5_moe_text"])
+def test_greedy_answers_equal_transformers_and_the_next_turn_hits_the_cache(tmp_path, model_type):
+    model, tokenizer, eos = write_checkpoint(tmp_path / "model", model_type)
+    runtime = "qwen3_5_moe" if "moe" in model_type else "qwen3_5"
+    settings = {"model": {"path": str(tmp_path / "model"), "name": "tiny-qwen3_5", "dtype": "fp32",
+                          "max_context": 1024}, "cache": {"chunk_tokens": 64}}
+    text = " ".join(f"Line {i}: the tide comes in and the tide goes out." for i in range(8))
+    first = [{"role": "user", "content": text + " Write a haiku about it."}]  # over a delta-rule chunk (64)
+    state = tmp_path / "state"
+    with ServerProcess(tmp_path / "server", settings=settings, state_dir=state) as server:
+        reply, prompt = ask(server, first)
+        answer = reply["choices"][0]["message"]["content"]
+        assert reply["usage"]["completion_tokens"] > 3 and answer
+        assert answer == transformers_answer(model, tokenizer, eos, prompt)
+        second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "Shorter, please."}]
+        again, longer = ask(server, second)
+        assert len(prompt) > 64 and longer[:len(prompt)] == prompt
+        expected = transformers_answer(model, tokenizer, eos, longer)
+        assert again["choices"][0]["message"]["content"] == expected
+        assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(prompt), again["usage"]
+        log = server.log()
+    assert f"with the {runtime} runtime" in log and "dialect qwen3_coder_xml" in log
+    with ServerProcess(tmp_path / "restarted", settings=settings, state_dir=state) as server:
+        restored, _ = ask(server, second)  # the state comes back from the SSD tier's chunks
+    assert restored["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, restored["usage"]
+    assert restored["choices"][0]["message"]["content"] == expected
