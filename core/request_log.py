@@ -1,6 +1,9 @@
 """Logs one line per HTTP request or WebSocket: method, path (with query), status, duration, and
 for every 4xx/5xx answer, every stream that ends in an error event and every WebSocket error
-frame, the reason (see :mod:`kvgate.core.request_outcome`). Failures log at WARNING."""
+frame, the reason (see :mod:`kvgate.core.request_outcome`). Failures log at WARNING. A response
+the client abandoned before its end (it disconnected) says ``cancelled`` and when the client left.
+A WebSocket that carries many requests also gets one line per request (``log_websocket_request``).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +26,12 @@ class _Outcome:
         self.body = b""
         self.reason: Optional[str] = None
         self.ws_errors = 0
+        self.complete = False  # the last body chunk was sent
+        self.left_after: Optional[float] = None  # seconds in, when the client left before the end
+
+    def received(self, message: dict, elapsed: float) -> None:
+        if message.get("type") == "http.disconnect" and not self.complete and self.left_after is None:
+            self.left_after = elapsed
 
     def sent(self, message: dict) -> None:
         kind = message["type"]
@@ -34,6 +43,7 @@ class _Outcome:
             self.status = 101
         elif kind == "http.response.body":
             self._body(message.get("body") or b"")
+            self.complete = not message.get("more_body", False)
         elif kind == "websocket.send":
             reason = self._frame(message.get("text") or message.get("bytes") or "")
             if reason:
@@ -63,6 +73,8 @@ class _Outcome:
             return logging.WARNING, f" {self.ws_errors} error frame(s), last: {self.reason}"
         if self.reason:
             return logging.WARNING, f" stream ended in an error: {self.reason}"
+        if self.left_after is not None:
+            return logging.INFO, f" cancelled: the client left after {self.left_after:.3f}s"
         return logging.INFO, ""
 
 
@@ -85,8 +97,21 @@ class RequestLogMiddleware:
             outcome.sent(message)
             await send(message)
 
+        async def logged_receive():
+            message = await receive()
+            outcome.received(message, time.monotonic() - started)
+            return message
+
         try:
-            await self.app(scope, receive, logged_send)
+            await self.app(scope, logged_receive, logged_send)
         finally:
             level, tail = outcome.line()
             log.log(level, "%s %s %s %.3fs%s", method, path, outcome.status or "-", time.monotonic() - started, tail)
+
+
+def log_websocket_request(path: str, name: str, outcome: str, seconds: float, detail: str = "",
+                          failed: bool = False) -> None:
+    """The line of one request carried by a WebSocket (``name``: the frame type), like an HTTP
+    request's: ``outcome`` is a status word or code, ``detail`` what else there is to say."""
+    log.log(logging.WARNING if failed else logging.INFO, "WEBSOCKET %s %s %s %.3fs%s", path, name, outcome, seconds,
+            f" {detail}" if detail else "")

@@ -17,8 +17,11 @@ Outside the tight zone the path is measured only at budgets that shrink the gap 
 quarter each time (nothing extra per step in between): a path grows by at most a few tokens per
 token written, so the zone is entered while the path still fits.
 
-Also: once a structure closed, the output stops when another complete call cannot fit; in free
-text the trigger may not complete when a call could not fit.
+Also: once a call closed, the output stops when another complete call cannot fit; in free text
+the trigger may not complete when a call could not fit. A call counts as opened (``entered``) when
+the output starts with one (``required``) or the answer wrote the trigger: a grammar that is not
+accepting is not enough, since free text is not accepting inside a character split over tokens,
+nor while reasoning.
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ SCHEDULE_SHARE = 4  # outside the zone, measure again once a quarter of the gap 
 class BudgetPlan:
     """Per-request budget state; ``clone`` copies it (paths are never mutated in place)."""
 
-    def __init__(self, closer: Closer, prefer: Optional[np.ndarray], trigger: str, call_cost: Optional[int]):
+    def __init__(self, closer: Closer, prefer: Optional[np.ndarray], trigger: str, call_cost: Optional[int],
+                 mode: str = "auto", start_in: str = "content"):
         self.closer = closer
         self.prefer = prefer  # tokens that start required parameter names
         self.trigger = trigger.encode("utf-8")
         self.call_cost = call_cost  # tokens of the shortest complete call (None: no second call)
-        self.entered = False  # a structure has been opened (the grammar was not accepting once)
+        self.entered = mode == "required"  # a call has been opened
+        self.answering = start_in != "reasoning"  # past the reasoning (the grammar accepted once)
         self.closing: list[int] = []  # the forced rest of the closing path
         self.tail = b""  # the end of the output (a closing tag may be half written)
         self.next_check: Optional[int] = None  # outside the zone: the budget at which to measure
@@ -68,10 +73,18 @@ class BudgetPlan:
                 self.path = self.verified.get(token)  # None: planned again before the next token
         self.verified = {}
         pieces = self.closer.info.token_bytes()
-        if 0 <= token < len(pieces):
-            self.tail = (self.tail + pieces[token])[-64:]
-        if not self.entered and not matcher.is_accepting():
+        piece = pieces[token] if 0 <= token < len(pieces) else b""
+        self.tail = (self.tail + piece)[-64:]
+        accepting = matcher.is_accepting()
+        if not self.entered and self.answering and not accepting and self.wrote_trigger(len(piece)):
             self.entered = True
+        self.answering = self.answering or accepting
+
+    def wrote_trigger(self, written: int) -> bool:
+        """The last ``written`` bytes of the output completed the trigger."""
+        if not self.trigger or written == 0:
+            return False
+        return self.trigger in self.tail[-(written + len(self.trigger) - 1):]
 
     # ---- the closing invariant
 

@@ -100,7 +100,8 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         return None
     plan_state = None
     if matcher is not None:
-        plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost)
+        plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost, plan.mode,
+                                plan.start_in)
     canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
     fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
     fence.relaxed = relaxed

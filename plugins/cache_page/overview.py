@@ -70,9 +70,9 @@ def first_of(stats: dict, keys: tuple[str, ...]) -> Optional[int]:
 def tier_rows(ctx, counters: bool) -> list[dict[str, Any]]:
     """One row per registered tier (resident first); ``counters``: include lookups and hits."""
     cache = cache_manager(ctx)
-    if cache is None or not hasattr(cache, "diagnostics"):
+    diagnostics = cache.diagnostics() if cache is not None else {"enabled": False}
+    if diagnostics.get("enabled") is False:  # the engine's null cache: caching is off
         return []
-    diagnostics = cache.diagnostics()
     rows = []
     for name, stats in tier_stats(cache, diagnostics).items():
         row = {"name": name, "built": stats is not None, "bytes": None, "capacity_bytes": None, "entries": None}
@@ -122,7 +122,7 @@ def request_row(ctx, summary: RequestSummary, exact: bool) -> dict[str, Any]:
 
 def almost_hits(ctx, tenant: Tenant) -> list[dict[str, Any]]:
     cache = cache_manager(ctx)
-    if cache is None or not hasattr(cache, "diagnostics"):
+    if cache is None or cache.diagnostics().get("enabled") is False:
         return []
     seen = scoped({"almost_hits": cache.almost.recent()}, tenant, ctx.pipeline.namespace_owners)
     return list(reversed(seen["almost_hits"]))

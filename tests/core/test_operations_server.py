@@ -137,3 +137,26 @@ def test_failures_are_logged_with_their_reason(server):
     events = stream(server, "/v1/responses", overflow)
     assert events[-1][0] == "response.failed"
     assert server.wait_for_log("stream ended in an error: context_length_exceeded"), server.log()[-2000:]
+
+
+def test_an_abandoned_stream_is_logged_as_cancelled_with_when(server):
+    body = {"messages": HELLO, "max_tokens": 2000, "temperature": 1.0, "stream": True}
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        next(response.iter_lines())  # the stream is under way; then the client leaves
+    assert server.wait_for_log("cancelled: the client left after", timeout=30), server.log()[-2000:]
+    line = next(l for l in server.log().splitlines() if "cancelled: the client left after" in l)
+    assert "POST /v1/chat/completions 200" in line
+    left = float(line.rsplit("after ", 1)[1].rstrip("s"))
+    took = float(line.split("POST /v1/chat/completions 200 ")[1].split("s ")[0])
+    assert 0 < left <= took
+
+
+def test_with_the_cache_off_the_page_data_and_gauges_still_answer(server):
+    body = {"model": "smollm2", "messages": HELLO, "max_tokens": 2, "temperature": 0}
+    assert httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300).status_code == 200
+    data = httpx.get(server.base_url + "/v1/cache/overview", timeout=30)
+    assert data.status_code == 200, data.text
+    assert data.json()["tiers"] == [] and data.json()["almost_hits"] == []
+    assert data.json()["requests"][0]["completion_tokens"] == 2
+    assert "kvgate_requests_running{}" in scrape(server)

@@ -15,7 +15,8 @@ from kvgate.dialects.deepseek_v31 import DeepseekV31
 from kvgate.dialects.glm_xml import GlmXml
 from kvgate.dialects.kimi_k2 import KimiK2
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
-from tests.fence.conftest import CLOCK, WEATHER, greedy_run, request
+from tests.fence.conftest import CLOCK, WEATHER, args, greedy_run, request
+from tests.fence.test_fence_new_dialects import calls_text, lead
 
 DIALECTS = [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32"), Qwen3CoderXml(), DeepseekV31("v31"),
             DeepseekV31("r1"), KimiK2("instruct")]
@@ -112,3 +113,55 @@ def test_calls_close_when_forced_runs_skip_the_logits(smol_info, smol_tokenizer,
             out.append(token)
     verdict = check_calls(dialect, [WEATHER], smol_tokenizer.decode(out))
     assert verdict.ok and len(verdict.calls) == 1 and len(out) <= budget, (smol_tokenizer.decode(out), verdict.problems)
+
+
+@pytest.mark.parametrize("text", ["厉", "☠", "😀"])
+def test_text_split_inside_a_character_runs_to_the_cap(smol_info, smol_tokenizer, pm, config, text):
+    """A character spread over several tokens leaves the grammar not accepting between them; that
+    opens no call, so plain text near the cap neither stops early nor loses the trigger ban."""
+    config.section("guard").enabled = False
+    fence = build_request_fence(request("auto"), ChatmlJson(), smol_info, config, pm)
+    pieces = smol_tokenizer.encode(text * 40, add_special_tokens=False).ids
+    assert len(smol_tokenizer.encode(text, add_special_tokens=False).ids) > 1
+    budget = fence.call_cost + 8  # the cap falls inside the no-room-for-a-call zone
+    out = greedy_run(fence, lambda out: one_hot(smol_tokenizer, pieces[len(out)]), budget)
+    assert len(out) == budget and out[:-1] == pieces[:budget - 1]  # the last may complete a character
+    assert not fence.plan.entered
+    for token in smol_tokenizer.encode("\n<tool_call", add_special_tokens=False).ids:
+        fence.advance(token)
+    close = smol_tokenizer.encode(">", add_special_tokens=False).ids[0]
+    assert close in fence.plan.trigger_bans(20)  # still free text: no call may open without room
+
+
+def test_a_call_opens_when_the_trigger_is_written(smol_info, smol_tokenizer, pm, config):
+    fence = build_request_fence(request("auto"), ChatmlJson(), smol_info, config, pm)
+    for token in smol_tokenizer.encode("Sure 厉.\n<tool_call", add_special_tokens=False).ids:
+        fence.advance(token)
+    assert not fence.plan.entered
+    fence.advance(smol_tokenizer.encode(">", add_special_tokens=False).ids[0])
+    assert fence.plan.entered
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_after_text_and_a_call_the_output_stops_without_room_for_another(smol_info, smol_tokenizer, pm, config,
+                                                                         dialect):
+    """``auto``: text (with a character split over tokens) opens nothing; the call after it does,
+    and once it closed with no room for a second one the output ends."""
+    fence = build_request_fence(request("auto"), dialect, smol_info, config, pm)
+    ids = smol_tokenizer.encode("Checking 厉." + lead(dialect) + calls_text(dialect, ("get_time", args(tz="UTC"))),
+                                add_special_tokens=False).ids
+    written = b""
+    for step, token in enumerate(ids):
+        fence.set_budget(len(ids) - step + fence.call_cost + 2)
+        assert fence.allows(token)
+        fence.advance(token)
+        written += smol_info.token_bytes()[token]
+        assert fence.plan.entered == (dialect.trigger.encode() in written), written
+    fence.set_budget(fence.call_cost + 1)
+    assert fence.must_stop
+
+
+def one_hot(tokenizer, token: int) -> torch.Tensor:
+    logits = torch.zeros(tokenizer.get_vocab_size())
+    logits[token] = 10.0
+    return logits
