@@ -43,7 +43,7 @@ every required one present, + ``'</function>\\n</tool_call>'``. A string value i
 opens none of the markup tags (``</parameter>`` included), any other value compact JSON valid
 against its schema (an integer parameter takes only an integer). Calls are joined by ``'\\n'``.
 
-Serves: the Qwen3.5 architectures (``qwen3_5``, ``qwen3_5_moe``), and templates that write ``<function=`` and ``<parameter=``.
+Serves: the Qwen3.5 and Qwen3-Next architectures (``qwen3_5``, ``qwen3_5_moe``, ``qwen3_next``), and templates that write ``<function=`` and ``<parameter=``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ FUNCTION_OPEN, FUNCTION_CLOSE = "<function=", "</function>"
 PARAM_OPEN, PARAM_CLOSE = "<parameter=", "</parameter>"
 VALUE_CLOSE = "\n" + PARAM_CLOSE
 MARKUP = (CALL_OPEN, CALL_CLOSE, FUNCTION_OPEN, FUNCTION_CLOSE, PARAM_OPEN, PARAM_CLOSE)
-ARCHITECTURES = ("qwen3_5", "qwen3_5_moe")  # runtimes' architecture names whose models call tools in this dialect
+ARCHITECTURES = ("qwen3_5", "qwen3_5_moe", "qwen3_next")  # runtimes' architecture names whose models call tools in this dialect
 PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
 
 

@@ -8,6 +8,8 @@ chunks aligned to absolute positions, so where a prompt was split never changes 
 the recurrent update (or, in the deterministic mode, the same aligned chunk). Forks, truncations
 and exports restore the nearest recurrent-state snapshot at or before the cut and replay the tokens
 in between (:mod:`.runtime`). Qwen3.5-MoE is the same runtime with routed experts and a gated shared
-expert as every layer's MLP. Their plugins, the ``qwen3_5`` and ``qwen3_5_moe`` entry points, are
-:mod:`.plugin` and :mod:`.moe_plugin`.
+expert as every layer's MLP; Qwen3-Next is Qwen3.5-MoE with its linear layers' fused projections
+split as they load (:func:`.weights.split_fused_projections`) and a dense MLP in the layers its config
+names. Their plugins, the ``qwen3_5``, ``qwen3_5_moe`` and ``qwen3_next`` entry points, are
+:mod:`.plugin`, :mod:`.moe_plugin` and :mod:`.next_plugin`.
 """

@@ -1,8 +1,11 @@
-"""The Qwen3.5 and Qwen3.5-MoE architectures, read from a Hugging Face ``config.json``: a
+"""The Qwen3.5, Qwen3.5-MoE and Qwen3-Next architectures, read from a Hugging Face ``config.json``: a
 ``Qwen3_5ForCausalLM`` / ``Qwen3_5MoeForCausalLM`` (``model_type`` ``qwen3_5_text`` /
 ``qwen3_5_moe_text``) or a ``...ForConditionalGeneration`` (``qwen3_5`` / ``qwen3_5_moe``), whose
-language model is its ``text_config``. Qwen3.5-MoE: every layer's MLP is a softmax-routed,
-renormalised top-k of experts plus a shared expert scaled by ``sigmoid`` of its own gate."""
+language model is its ``text_config``; a ``Qwen3NextForCausalLM`` (``qwen3_next``). Qwen3.5-MoE: every
+layer's MLP is a softmax-routed, renormalised top-k of experts plus a shared expert scaled by
+``sigmoid`` of its own gate. Qwen3-Next: the same MoE in every ``decoder_sparse_step``-th layer but
+its ``mlp_only_layers`` (those have a dense MLP), renormalised as ``norm_topk_prob`` says; its layers
+compute as Qwen3.5-MoE's (its fused projections are split when read, :mod:`.weights`)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ from typing import Any, Optional
 
 import attrs
 
-from kvgate.models.moe.config import MoeConfig
+from kvgate.models.moe.config import MoeConfig, sparse_layers
 
 ARCHITECTURES = {"qwen3_5_text": "qwen3_5", "qwen3_5": "qwen3_5", "Qwen3_5ForCausalLM": "qwen3_5",
                  "Qwen3_5ForConditionalGeneration": "qwen3_5"}
 MOE_ARCHITECTURES = {"qwen3_5_moe_text": "qwen3_5_moe", "qwen3_5_moe": "qwen3_5_moe",
                      "Qwen3_5MoeForCausalLM": "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe"}
+NEXT_ARCHITECTURES = {"qwen3_next": "qwen3_next", "Qwen3NextForCausalLM": "qwen3_next"}
 LINEAR, FULL = "linear_attention", "full_attention"
 CHUNK_SIZE = 64  # tokens per chunk of the gated delta rule, counted from position 0 (as transformers chunks)
 
@@ -49,8 +53,12 @@ class Qwen35Arch:
     trained_context: int
     tie_embeddings: bool
     chunk_size: int = CHUNK_SIZE
-    moe: Optional[MoeConfig] = None  # Qwen3.5-MoE: every layer's routed experts
-    shared_expert_size: int = 0  # Qwen3.5-MoE: the gated shared expert's width
+    moe: Optional[MoeConfig] = None  # Qwen3.5-MoE, Qwen3-Next: the routed experts of its sparse layers
+    shared_expert_size: int = 0  # Qwen3.5-MoE, Qwen3-Next: the gated shared expert's width
+
+    def sparse(self, layer: int) -> bool:
+        """Whether layer ``layer``'s MLP is the MoE (else a dense MLP)."""
+        return self.moe is not None and layer in self.moe.sparse_layers
 
     @property
     def full_layers(self) -> list[int]:
@@ -67,25 +75,26 @@ class Qwen35Arch:
     @classmethod
     def from_hf_config(cls, config: dict[str, Any]) -> "Qwen35Arch":
         names = [config.get("model_type", "")] + list(config.get("architectures") or [])
-        moe = any(n in MOE_ARCHITECTURES for n in names)
-        if not moe and not any(n in ARCHITECTURES for n in names):
-            raise ValueError(f"not a Qwen3.5 model (model_type/architectures: {names})")
+        architecture = next((table[n] for table in (MOE_ARCHITECTURES, NEXT_ARCHITECTURES, ARCHITECTURES)
+                             for n in names if n in table), None)
+        if architecture is None:
+            raise ValueError(f"not a Qwen3.5 or Qwen3-Next model (model_type/architectures: {names})")
         text = dict(config.get("text_config") or config)
         text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", False))
         try:
             fields = _fields(text)
-            if moe:
-                fields.update(_moe_fields(text, fields["layers"]))
+            if architecture != "qwen3_5":
+                fields.update(_moe_fields(text, fields["layers"], architecture))
             return cls(**fields)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bad Qwen3.5 config.json: {exc!r}") from None
+            raise ValueError(f"bad {architecture} config.json: {exc!r}") from None
 
 
-def _moe_fields(config: dict[str, Any], layers: int) -> dict[str, Any]:
+def _moe_fields(config: dict[str, Any], layers: int, architecture: str) -> dict[str, Any]:
     moe = MoeConfig(experts=int(config["num_experts"]), top_k=int(config["num_experts_per_tok"]),
-                    intermediate_size=int(config["moe_intermediate_size"]), sparse_layers=range(layers),
-                    scoring="softmax", norm_topk_prob=True)
-    return dict(architecture="qwen3_5_moe", moe=moe, shared_expert_size=int(config["shared_expert_intermediate_size"]))
+                    intermediate_size=int(config["moe_intermediate_size"]), sparse_layers=sparse_layers(config, layers),
+                    scoring="softmax", norm_topk_prob=bool(config.get("norm_topk_prob", True)))
+    return dict(architecture=architecture, moe=moe, shared_expert_size=int(config["shared_expert_intermediate_size"]))
 
 
 def _fields(config: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from kvgate.models.llama.loading import Family
 from kvgate.models.llama.runtime import LlamaRuntime
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.qwen3_5 import linear_state, state_chunks
-from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, Qwen35Arch
+from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, NEXT_ARCHITECTURES, Qwen35Arch
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.linear_state import LayerState
 from kvgate.models.qwen3_5.weights import read_weights
@@ -50,8 +50,8 @@ class Qwen35Runtime(LlamaRuntime):
         self.replays = self.replayed_tokens = 0
 
     def invariant_arithmetic(self) -> bool:
-        """Aligned delta-rule chunks, invariant attention, padded products; not for Qwen3.5-MoE, whose
-        experts run one product over however many tokens they got (as in the Llama runtime)."""
+        """Aligned delta-rule chunks, invariant attention, padded products; not for Qwen3.5-MoE or
+        Qwen3-Next, whose experts run one product over however many tokens they got (as in the Llama runtime)."""
         return self.arch.moe is None
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
@@ -224,3 +224,4 @@ class Qwen35Runtime(LlamaRuntime):
 
 QWEN3_5 = Family("Qwen3.5", set(ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
 QWEN3_5_MOE = Family("Qwen3.5-MoE", set(MOE_ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
+QWEN3_NEXT = Family("Qwen3-Next", set(NEXT_ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)

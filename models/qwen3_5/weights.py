@@ -1,10 +1,12 @@
-"""Qwen3.5 and Qwen3.5-MoE weights as the runtime holds them, read from a checkpoint's tensors.
+"""Qwen3.5, Qwen3.5-MoE and Qwen3-Next weights as the runtime holds them, read from a checkpoint's tensors.
 
 Projections take the runtime dtype. The zero-centred RMSNorm weights are held as their scale
 ``1 + weight`` in fp32 (transformers multiplies in fp32); ``A_log`` and ``dt_bias`` are rounded to the
 runtime dtype, then held in fp32 (as transformers computes the decay). A
 ``Qwen3_5ForConditionalGeneration`` checkpoint's language model is read from under
 ``model.language_model.``; its vision tower (``model.visual.``) and an MTP layer (``mtp.``) are left.
+Qwen3-Next fuses a linear layer's projections per key head (:func:`split_fused_projections`): they
+are split into Qwen3.5's, so both compute the same way.
 """
 
 from __future__ import annotations
@@ -98,10 +100,35 @@ def language_model_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.
     return out
 
 
+def split_fused_projections(arch: Qwen35Arch, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Qwen3-Next's ``in_proj_qkvz`` (per key head: its q, k, then the v and z of its value heads) and
+    ``in_proj_ba`` (per key head: its value heads' b, then a) as Qwen3.5's ``in_proj_qkv``,
+    ``in_proj_z``, ``in_proj_b`` and ``in_proj_a``."""
+    out, k_heads, hidden = dict(tensors), arch.linear_k_heads, arch.hidden_size
+    group = arch.linear_v_heads // k_heads
+    widths = [arch.linear_k_dim, arch.linear_k_dim, group * arch.linear_v_dim, group * arch.linear_v_dim]
+    for name in [n for n in tensors if n.endswith(".linear_attn.in_proj_qkvz.weight")]:
+        p = name.removesuffix("in_proj_qkvz.weight")
+        q, k, v, z = _per_key_head(out.pop(name), name, k_heads, widths, hidden)
+        b, a = _per_key_head(out.pop(p + "in_proj_ba.weight", torch.empty(0)), p + "in_proj_ba.weight", k_heads,
+                             [group, group], hidden)
+        out[p + "in_proj_qkv.weight"] = torch.cat([q, k, v])
+        out.update({p + "in_proj_z.weight": z, p + "in_proj_b.weight": b, p + "in_proj_a.weight": a})
+    return out
+
+
+def _per_key_head(fused: torch.Tensor, name: str, k_heads: int, widths: list[int], hidden: int):
+    if tuple(fused.shape) != (k_heads * sum(widths), hidden):
+        raise ValueError(f"tensor {name!r} has shape {tuple(fused.shape)}, expected {(k_heads * sum(widths), hidden)}")
+    return [part.reshape(-1, hidden) for part in fused.view(k_heads, sum(widths), hidden).split(widths, 1)]
+
+
 def read_weights(arch: Qwen35Arch, tensors: dict[str, torch.Tensor], dtype: torch.dtype,
                  device: torch.device) -> Qwen35Weights:
     """The runtime's weights of a checkpoint's tensors (shapes checked against ``arch``)."""
     tensors = language_model_tensors(tensors)
+    if arch.architecture == "qwen3_next":
+        tensors = split_fused_projections(arch, tensors)
 
     def take(name: str, shape: tuple[int, ...], as_dtype: torch.dtype = dtype) -> torch.Tensor:
         if name not in tensors:
@@ -125,8 +152,8 @@ def read_weights(arch: Qwen35Arch, tensors: dict[str, torch.Tensor], dtype: torc
 def _layer(arch: Qwen35Arch, index: int, take, scale, tensors) -> Layer:
     p, hidden = f"model.layers.{index}.", arch.hidden_size
     layer = Layer(scale(p + "input_layernorm.weight", hidden), scale(p + "post_attention_layernorm.weight", hidden),
-                  *_dense_mlp(arch, p + "mlp.", take))
-    if arch.moe is not None:
+                  *_dense_mlp(arch, index, p + "mlp.", take))
+    if arch.sparse(index):
         layer.moe, layer.shared = _moe(arch, p + "mlp.", take, tensors)
     if arch.kinds[index] == LINEAR:
         layer.linear = _linear_attention(arch, p + "linear_attn.", take)
@@ -139,8 +166,8 @@ def _layer(arch: Qwen35Arch, index: int, take, scale, tensors) -> Layer:
     return layer
 
 
-def _dense_mlp(arch: Qwen35Arch, p: str, take) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
-    if arch.moe is not None:
+def _dense_mlp(arch: Qwen35Arch, index: int, p: str, take) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    if arch.sparse(index):
         return None, None
     hidden, width = arch.hidden_size, arch.intermediate_size
     gate_up = torch.cat([take(p + "gate_proj.weight", (width, hidden)), take(p + "up_proj.weight", (width, hidden))])

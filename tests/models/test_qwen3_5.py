@@ -1,5 +1,6 @@
 """The Qwen3.5 runtime against transformers on a tiny random fp32 model (three Gated DeltaNet layers,
-one gated full-attention layer; prompts longer than two delta-rule chunks of 64).
+one gated full-attention layer; prompts longer than two delta-rule chunks of 64), and the same runtime
+serving Qwen3.5-MoE and Qwen3-Next (within the tolerance: their experts are not invariant).
 
 Tolerance against transformers: fp32 logits within 1e-4. The runtime's own paths (split prefill,
 forks and truncations with replay, batched decode, exported and imported state) are bit-identical
@@ -16,7 +17,7 @@ import torch
 from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.qwen3_5 import linear_state
 from tests.models.tiny_models import VOCAB, reference_logits
-from tests.models.tiny_qwen3_5 import build_tiny_qwen3_5, build_tiny_qwen3_5_vl, load_tiny_qwen3_5
+from tests.models.tiny_qwen3_5 import RUNTIMES, build_tiny_qwen3_5, build_tiny_qwen3_5_vl, load_tiny_qwen3_5
 
 TOLERANCE = 1e-4
 PROMPT = torch.randint(3, VOCAB, (150,), generator=torch.Generator().manual_seed(7)).tolist()
@@ -188,28 +189,73 @@ def test_a_state_stride_off_the_chunk_size_is_refused(tiny):
         runtime.prefill(runtime.new_session(), PROMPT)
 
 
-@pytest.fixture(scope="module")
-def tiny_moe(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("qwen3_5_moe")
-    model = build_tiny_qwen3_5(directory, seed=5, model_type="qwen3_5_moe_text")
-    return directory, model, reference_logits(model, PROMPT)
+@pytest.fixture(scope="module", params=["qwen3_5_moe_text", "qwen3_next"])
+def tiny_moe(request, tmp_path_factory):
+    """Qwen3.5-MoE (every layer's MLP the MoE) and Qwen3-Next (fused projections, a dense layer 1)."""
+    directory = tmp_path_factory.mktemp(request.param)
+    model = build_tiny_qwen3_5(directory, seed=5, model_type=request.param)
+    return directory, model, reference_logits(model, PROMPT), RUNTIMES[request.param]
+
+
+def close(a, b) -> bool:
+    return torch.allclose(a, b, atol=TOLERANCE, rtol=0)
 
 
 def test_moe_logits_decode_and_cuts_match_transformers(tiny_moe):
     runtime = load_tiny_qwen3_5(tiny_moe[0], state_stride=64)
     expected = tiny_moe[2]
-    assert runtime.info.architecture == "qwen3_5_moe" and not runtime.deterministic  # experts: not invariant
+    assert runtime.info.architecture == tiny_moe[3] and not runtime.deterministic  # experts: not invariant
+    sparse = [layer.moe is not None for layer in runtime.weights.layers]
+    assert sparse == ([True, False, True, True] if tiny_moe[3] == "qwen3_next" else [True] * 4)
     assert len(runtime.weights.layers[0].moe.gate_up) == 6 and runtime.weights.layers[0].gate_up is None
     whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
-    assert expected.std() > 0.1 and torch.allclose(whole, expected, atol=TOLERANCE, rtol=0)
+    assert expected.std() > 0.1 and close(whole, expected)
     base = runtime.new_session()
     runtime.prefill(base, PROMPT[:140])
     for length in (3, 70, 129):
         fork = runtime.fork(base, length)
-        assert torch.allclose(runtime.prefill(fork, PROMPT[length:], all_logits=True), expected[length:],
-                              atol=TOLERANCE, rtol=0)
+        assert close(runtime.prefill(fork, PROMPT[length:], all_logits=True), expected[length:])
         steps = torch.stack([runtime.decode([fork], [token])[0] for token in [3, 4]])
         runtime.truncate(fork, length + 1)
-        assert torch.allclose(runtime.decode([fork], [PROMPT[length + 1]])[0], expected[length + 1],
-                              atol=TOLERANCE, rtol=0) and steps.shape == (2, VOCAB)
+        assert steps.shape == (2, VOCAB)
+        assert close(runtime.decode([fork], [PROMPT[length + 1]])[0], expected[length + 1])
         runtime.release(fork)
+
+
+def test_moe_split_prefill_batched_decode_and_export_match_transformers(tiny_moe):
+    runtime, expected = load_tiny_qwen3_5(tiny_moe[0], state_stride=64), tiny_moe[2]
+    for split in (1, 63, 65, 129):
+        session = runtime.new_session()
+        parts = [runtime.prefill(session, PROMPT[:split], all_logits=True),
+                 runtime.prefill(session, PROMPT[split:], all_logits=True)]
+        assert close(torch.cat(parts), expected), f"split at {split}"
+        runtime.release(session)
+    starts = [10, 61, 100]
+    sessions = [runtime.new_session() for _ in starts]
+    for session, start in zip(sessions, starts):
+        runtime.prefill(session, PROMPT[:start])
+    for step in range(5):
+        logits = runtime.decode(sessions, [PROMPT[start + step] for start in starts])
+        assert all(close(logits[row], expected[start + step]) for row, start in enumerate(starts)), step
+    bounds = [0, 37, 100, 140]
+    source = runtime.new_session()
+    runtime.prefill(source, PROMPT[:140])
+    target = runtime.new_session()
+    for a, b in zip(bounds, bounds[1:]):
+        runtime.import_chunk(target, PROMPT[a:b], runtime.export_chunk(source, a, b))
+    assert states_equal(linear_state.held(target), linear_state.held(source))
+    assert close(runtime.prefill(target, PROMPT[140:], all_logits=True), expected[140:])
+    runtime.truncate(target, 90)
+    assert close(runtime.decode([target], [PROMPT[90]])[0], expected[90])
+
+
+def test_qwen3_next_fused_projections_of_a_wrong_shape_are_refused():
+    from kvgate.models.qwen3_5.arch import Qwen35Arch
+    from kvgate.models.qwen3_5.weights import split_fused_projections
+    from tests.models.tiny_qwen3_5 import text_config
+
+    arch = Qwen35Arch.from_hf_config(text_config(model_type="qwen3_next").to_dict())
+    fused = {"model.layers.0.linear_attn.in_proj_qkvz.weight": torch.zeros(128, 64),
+             "model.layers.0.linear_attn.in_proj_ba.weight": torch.zeros(7, 64)}
+    with pytest.raises(ValueError, match="in_proj_ba"):
+        split_fused_projections(arch, fused)

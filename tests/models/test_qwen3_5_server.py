@@ -1,7 +1,10 @@
-"""A tiny random Qwen3.5 and Qwen3.5-MoE served by the real server: greedy answers equal transformers', a second
-request that extends the first conversation is served from the cache (a fork past the first prompt's
-end, which the runtime restores from its snapshots and a replay), again equal to transformers, and
-after a restart the same request comes from the SSD tier with the same answer.
+"""A tiny random Qwen3.5, Qwen3.5-MoE and Qwen3-Next served by the real server: greedy answers equal
+transformers', a second request that extends the first conversation is served from the cache (a
+fork past the first prompt's end, which the runtime restores from its snapshots and a replay), again
+equal to transformers, and after a restart the same request comes from the SSD tier with the same
+answer. A tool call asked of the tiny Qwen3.5 (``tool_choice`` required or named; Chat Completions,
+Messages, Responses) is fenced in ``qwen3_coder_xml``: it parses and its arguments validate against
+the tool's schema.
 
 The checkpoint is random (no real one fits this machine) and carries the SmolLM2 tokenizer and a
 ChatML template; the Qwen3.5 architecture selects the ``qwen3_coder_xml`` dialect by itself.
@@ -16,7 +19,9 @@ import pytest
 import torch
 
 from tests.harness import ServerProcess
-from tests.models.tiny_qwen3_5 import randomise, text_config
+from tests.models.test_families_server import (ASK, TOOL, anthropic_calls, assert_valid, chat_calls,
+                                               responses_calls)
+from tests.models.tiny_qwen3_5 import RUNTIMES, randomise, text_config
 
 pytestmark = pytest.mark.slow
 
@@ -65,10 +70,10 @@ def ask(server, messages: list) -> tuple[dict, list[int]]:
     return reply, prompt
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_5_text", "qwen3_5_moe_text"])
+@pytest.mark.parametrize("model_type", list(RUNTIMES))
 def test_greedy_answers_equal_transformers_and_the_next_turn_hits_the_cache(tmp_path, model_type):
     model, tokenizer, eos = write_checkpoint(tmp_path / "model", model_type)
-    runtime = "qwen3_5_moe" if "moe" in model_type else "qwen3_5"
+    runtime = RUNTIMES[model_type]
     settings = {"model": {"path": str(tmp_path / "model"), "name": "tiny-qwen3_5", "dtype": "fp32",
                           "max_context": 1024}, "cache": {"chunk_tokens": 64}}
     text = " ".join(f"Line {i}: the tide comes in and the tide goes out." for i in range(8))
@@ -91,3 +96,26 @@ def test_greedy_answers_equal_transformers_and_the_next_turn_hits_the_cache(tmp_
         restored, _ = ask(server, second)  # the state comes back from the SSD tier's chunks
     assert restored["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, restored["usage"]
     assert restored["choices"][0]["message"]["content"] == expected
+
+
+
+NAMED = {"type": "function", "function": {"name": "get_forecast"}}
+
+
+def test_a_tool_call_is_fenced_in_qwen3_coder_xml_in_three_protocols_and_validates(tmp_path):
+    write_checkpoint(tmp_path / "model", "qwen3_5_text")  # random: what the fence forces is all there is
+    settings = {"model": {"path": str(tmp_path / "model"), "name": "tiny-qwen3_5", "dtype": "fp32",
+                          "max_context": 1024}}
+    named = {"model": "tiny-qwen3_5", "messages": ASK, "tools": [TOOL], "tool_choice": NAMED, "max_tokens": 200,
+             "temperature": 0, "chat_template_kwargs": {"enable_thinking": False}}
+    with ServerProcess(tmp_path / "server", settings=settings, state_dir=tmp_path / "state") as server:
+        required, _ = chat_calls(server, "qwen3_5", ASK)  # tool_choice required: finish_reason tool_calls
+        reply = post(server, "/v1/chat/completions", named)
+        anthropic, responses = anthropic_calls(server, "qwen3_5"), responses_calls(server, "qwen3_5")
+        log = server.log()
+    assert "dialect qwen3_coder_xml" in log
+    assert reply["choices"][0]["finish_reason"] == "stop", reply  # a named choice answers stop, as OpenAI does
+    calls = reply["choices"][0]["message"]["tool_calls"]
+    forced = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+    for made in (required, forced, anthropic, responses):
+        assert_valid(made)

@@ -1,10 +1,12 @@
-"""A tiny random Qwen3.5 (and Qwen3.5-MoE) written by transformers, with the transformers model as reference.
+"""A tiny random Qwen3.5 (and Qwen3.5-MoE, Qwen3-Next) written by transformers, with the transformers model as
+reference.
 
 Three linear-attention layers and one gated full-attention layer (transformers' default pattern),
 grouped heads in both. Every parameter transformers initialises to a constant is randomised: the
 zero-centred RMSNorm weights (zeros), the gated norm's weight and ``dt_bias`` (ones); ``A_log``
 is spread so that decays differ per head; the MoE's router and shared-expert gate (small at init)
-are spread so that expert choices are clear.
+are spread so that expert choices are clear. The tiny Qwen3-Next has a dense MLP in layer 1
+(``mlp_only_layers``) and the MoE in the others.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ def randomise(model) -> None:
 
 
 MOE = dict(num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48)
+EXTRA = {"qwen3_5_moe_text": MOE, "qwen3_next": dict(MOE, mlp_only_layers=[1])}  # per model_type
+RUNTIMES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_next": "qwen3_next"}
 
 
 def text_config(vocab: int = VOCAB, model_type: str = "qwen3_5_text", **overrides):
     from transformers import AutoConfig
 
-    extra = MOE if model_type == "qwen3_5_moe_text" else {}
+    extra = EXTRA.get(model_type, {})
     return AutoConfig.for_model(model_type, vocab_size=vocab, bos_token_id=1, eos_token_id=2,
                                 **{**CONFIG, **extra, **overrides})
 
@@ -77,11 +81,11 @@ def load_tiny_qwen3_5(directory, dtype="fp32", deterministic=True, block_size=4,
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
-    from kvgate.models.qwen3_5.runtime import QWEN3_5, QWEN3_5_MOE
+    from kvgate.models.qwen3_5.runtime import QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, deterministic=deterministic)
     source = resolve_source(str(directory))
-    family = QWEN3_5_MOE if source.architecture in QWEN3_5_MOE.names else QWEN3_5
+    family = next((f for f in (QWEN3_5_MOE, QWEN3_NEXT) if source.architecture in f.names), QWEN3_5)
     runtime = load_runtime(source, ModelConfig(dtype=dtype), engine, str(directory), family)
     if state_stride is not None:
         runtime.state_stride = state_stride
