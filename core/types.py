@@ -100,6 +100,7 @@ class ChatRequest:
     tools: list[Tool] = attrs.field(factory=list)
     tool_choice: ToolChoice = attrs.field(factory=ToolChoice)
     parallel_tool_calls: bool = True
+    max_tool_calls: Optional[int] = None  # at most this many calls in the reply (None: no limit)
     sampling: SamplingParams = attrs.field(factory=SamplingParams)
     response_format: ResponseFormat = attrs.field(factory=ResponseFormat)
     reasoning: Optional[bool] = None

@@ -5,14 +5,20 @@ GET    /v1/responses/{id}                  a stored response (404 when unknown o
 DELETE /v1/responses/{id}                  ``{"id", "object": "response.deleted", "deleted": true}``
 GET    /v1/responses/{id}/input_items      ``{"object": "list", "data": [...], ...}``
 POST   /v1/responses/input_tokens          ``{"object": "response.input_tokens", "input_tokens": N}``
+POST   /v1/responses/compact               ``{"object": "response.compaction", "output": [...], ...}``
+                                           (:mod:`.compaction`)
 
 SSE framing: ``event: <type>`` + ``data: <json>``; a ``: keep-alive`` comment during a long prefill.
+A JSON (non-streaming) request watches the ASGI channel for ``http.disconnect`` while it waits:
+a client that leaves cancels its generation (answered 499, which nobody reads).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from typing import Any, AsyncIterator
+import logging
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from litestar import Request, Response, delete, get, post
 
@@ -20,10 +26,13 @@ from kvgate.core.errors import NotFound
 from kvgate.core.http import read_json_object, sse_event, sse_response
 from kvgate.core.request_hints import apply_hints
 from kvgate.core.tenants import tenant_of
+from kvgate.adapters.responses.compaction import compact
 from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call
 from kvgate.adapters.responses.store import ResponseStore
 
+log = logging.getLogger("kvgate.responses")
 CACHE_KEY_HEADER = "x-kvgate-cache-key"
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads the reply
 
 
 def both(path: str) -> list[str]:
@@ -32,6 +41,40 @@ def both(path: str) -> list[str]:
 
 def _json(data: Any) -> Response:
     return Response(data, status_code=200, media_type="application/json")
+
+
+def _json_unless_gone(data: Optional[Any]) -> Response:
+    return Response(b"", status_code=CLIENT_CLOSED_REQUEST) if data is None else _json(data)
+
+
+async def _client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_client_gone(work: Awaitable[Any], request: Request) -> Optional[Any]:
+    """The result of ``work``, or None when the client disconnected first (``work`` is cancelled:
+    closing the pipeline's event stream cancels the sequence in the engine)."""
+    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(_client_gone(request.receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        log.info("responses: client disconnected; request cancelled")
+        return None
+    return task.result()
+
+
+async def complete_unless_gone(run: Run, request: Request) -> Optional[dict[str, Any]]:
+    try:
+        return await unless_client_gone(complete(run), request)
+    finally:
+        if run.stream is not None:  # closed already, unless the client left before draining began
+            await run.stream.aclose()
 
 
 async def sse_chunks(run: Run) -> AsyncIterator[bytes]:
@@ -55,7 +98,7 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
         run = await begin(ctx, store, call, streaming=call.stream)
         if call.stream:
             return sse_response(sse_chunks(run))
-        return _json(await complete(run))
+        return _json_unless_gone(await complete_unless_gone(run, request))
 
     @get(both("/responses/{response_id:str}"))
     async def retrieve_response(response_id: str, request: Request) -> Response:
@@ -83,4 +126,14 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
             count = await count
         return _json({"object": "response.input_tokens", "input_tokens": int(count)})
 
-    return [create_response, retrieve_response, delete_response, list_input_items, count_input_tokens]
+    @post(both("/responses/compact"), status_code=200)
+    async def compact_conversation(request: Request) -> Response:
+        body = await read_json_object(request)
+        call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
+                          tenant=tenant_of(request))
+        apply_hints(call.chat, request.headers)
+        compacted = await unless_client_gone(compact(ctx.pipeline, call, ctx.config.engine.default_max_tokens), request)
+        return _json_unless_gone(compacted)
+
+    return [create_response, retrieve_response, delete_response, list_input_items, count_input_tokens,
+            compact_conversation]

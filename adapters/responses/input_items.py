@@ -2,8 +2,10 @@
 
 Item rules: ``message`` items (``type`` may be omitted) map by role, developer -> system;
 ``reasoning``, assistant ``message`` and ``function_call`` items that follow each other form one
-assistant turn; ``function_call_output`` becomes a tool message; ``additional_tools`` items add
-tools; unknown item types are skipped. Images are rejected: canonical content is text.
+assistant turn; ``function_call_output`` becomes a tool message, and one whose ``call_id`` answers
+no call earlier in the conversation is a 400; ``additional_tools`` items add
+tools; a ``compaction`` item (ours: :mod:`.compaction_item`) becomes a user message holding its
+summary; unknown item types are skipped. Images are rejected: canonical content is text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import attrs
 
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import Message, Tool, ToolCall
+from kvgate.adapters.responses.compaction_item import summary_message_text
 from kvgate.adapters.responses.tools import convert_tools
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -104,9 +107,12 @@ def _tool_output(item: dict, where: str, messages: list[Message], has_vision: bo
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidRequest(f"{where}.call_id must be a non-empty string.", param=f"{where}.call_id")
+    content = content_text(item.get("output"), f"{where}.output", has_vision)
     name = next((c.name for m in reversed(messages) for c in m.tool_calls if c.id == call_id), None)
-    return Message(role="tool", content=content_text(item.get("output"), f"{where}.output", has_vision),
-                   tool_call_id=call_id, name=name)
+    if name is None:  # an agent loop that lost its call would otherwise go on silently
+        raise InvalidRequest(f"No tool call found for function call output with call_id '{call_id}'.",
+                             param=f"{where}.call_id")
+    return Message(role="tool", content=content, tool_call_id=call_id, name=name)
 
 
 def _add_item(item: dict, where: str, out: ConvertedInput, has_vision: bool) -> None:
@@ -131,6 +137,8 @@ def _add_item(item: dict, where: str, out: ConvertedInput, has_vision: bool) -> 
         _open_assistant(messages, lambda m: True).tool_calls.append(_tool_call(item, where, arguments))
     elif kind in ("function_call_output", "custom_tool_call_output"):
         messages.append(_tool_output(item, where, messages, has_vision))
+    elif kind == "compaction":
+        messages.append(Message(role="user", content=summary_message_text(item, where)))
     elif kind == "additional_tools":
         out.tools.extend(convert_tools(item.get("tools"), f"{where}.tools"))
     elif kind == "item_reference":
@@ -138,13 +146,15 @@ def _add_item(item: dict, where: str, out: ConvertedInput, has_vision: bool) -> 
                              param=where)
 
 
-def convert_input(value: Any, has_vision: bool, prior: Optional[list[Message]] = None) -> ConvertedInput:
-    """The ``prior`` conversation (copied, never changed) followed by ``input``, plus extra tools.
+def convert_input(value: Any, has_vision: bool, prior: Optional[list[Message]] = None,
+                  prior_tools: Optional[list[Tool]] = None) -> ConvertedInput:
+    """The ``prior`` conversation (copied, never changed) followed by ``input``, plus the tools
+    its ``additional_tools`` items announced (``prior_tools``: those of the prior conversation).
 
     New items continue the prior conversation: a ``function_call`` right after a prior assistant
     turn joins it, and tool outputs find their tool names in it.
     """
-    out = ConvertedInput(messages=copy.deepcopy(prior or []), tools=[])
+    out = ConvertedInput(messages=copy.deepcopy(prior or []), tools=list(prior_tools or []))
     if isinstance(value, str):
         out.messages.append(Message(role="user", content=value))
     elif isinstance(value, list):

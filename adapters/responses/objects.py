@@ -13,7 +13,9 @@ import secrets
 import time
 from typing import Any, Optional
 
-from kvgate.core.types import TokenLogprob, Usage
+from kvgate.core.types import SamplingParams, TokenLogprob, Usage
+
+SERVICE_TIER = "default"  # one processing tier: every request is served the same way
 
 
 def new_id(prefix: str) -> str:
@@ -30,25 +32,50 @@ def usage_object(usage: Usage) -> dict[str, Any]:
     }
 
 
-def response_envelope(response_id: str, body: dict[str, Any], created_at: Optional[int] = None) -> dict[str, Any]:
-    """A ``Response`` with ``status:"in_progress"`` and no output, echoing the request's fields."""
-    text = body.get("text") if isinstance(body.get("text"), dict) else {"format": {"type": "text"}}
+def response_envelope(response_id: str, body: dict[str, Any], applied: Optional[SamplingParams] = None,
+                      created_at: Optional[int] = None) -> dict[str, Any]:
+    """A ``Response`` with ``status:"in_progress"`` and no output, echoing the request's fields;
+    the sampling fields are the ``applied`` values (the server's defaults where the request gave none)."""
+    applied = applied or SamplingParams()
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
-        "status": "in_progress", "error": None, "incomplete_details": None,
+        "completed_at": None, "status": "in_progress", "error": None, "incomplete_details": None,
         "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-        "model": body.get("model") or "", "output": [],
+        "max_tool_calls": body.get("max_tool_calls"), "model": body.get("model") or "", "output": [],
         "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": body.get("reasoning") if isinstance(body.get("reasoning"), dict) else None,
-        "store": body.get("store") is not False, "temperature": body.get("temperature"), "text": text,
-        "tool_choice": body.get("tool_choice") or "auto",
-        "tools": body.get("tools") if isinstance(body.get("tools"), list) else [],
-        "top_p": body.get("top_p"), "top_logprobs": body.get("top_logprobs"),
+        "store": body.get("store") is not False, "background": False, "service_tier": SERVICE_TIER,
+        "temperature": applied.temperature, "top_p": applied.top_p, "top_logprobs": applied.top_logprobs,
+        "presence_penalty": applied.presence_penalty, "frequency_penalty": applied.frequency_penalty,
+        "text": text_echo(body.get("text")), "tool_choice": body.get("tool_choice") or "auto",
+        "tools": [tool_echo(tool) for tool in body.get("tools") or [] if isinstance(tool, dict)],
         "truncation": body.get("truncation") or "disabled",
-        "usage": None, "user": body.get("user"),
+        "usage": None, "user": body.get("user"), "safety_identifier": body.get("safety_identifier"),
+        "prompt_cache_key": body.get("prompt_cache_key"),
         "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
     }
+
+
+def tool_echo(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as given; a function tool also carries ``description``, ``parameters`` and ``strict``
+    (null where the request left them out), as the response's ``FunctionTool`` requires."""
+    if tool.get("type") != "function":
+        return tool
+    return {"description": None, "parameters": None, "strict": None, **tool}
+
+
+def text_echo(text: Any) -> dict[str, Any]:
+    """``text`` as given (``{"format": {"type": "text"}}`` by default); a ``json_schema`` format
+    keeps its ``description`` (null when absent) and reports ``strict`` as a boolean."""
+    if not isinstance(text, dict):
+        return {"format": {"type": "text"}}
+    fmt = text.get("format")
+    if not isinstance(fmt, dict):
+        return {**text, "format": {"type": "text"}}
+    if fmt.get("type") == "json_schema":
+        fmt = {"description": None, **fmt, "strict": fmt.get("strict") is True}
+    return {**text, "format": fmt}
 
 
 def message_item(item_id: str, text: Optional[str], status: str,
@@ -72,9 +99,12 @@ def logprob_objects(tokens: list[TokenLogprob]) -> list[dict[str, Any]]:
 
 def reasoning_item(item_id: str, text: Optional[str], status: str,
                    encrypted: Optional[str] = None) -> dict[str, Any]:
+    """``encrypted_content`` only when asked for: the item's schema allows it absent, not null."""
     content = [] if text is None else [{"type": "reasoning_text", "text": text}]
-    return {"type": "reasoning", "id": item_id, "summary": [], "content": content,
-            "encrypted_content": encrypted, "status": status}
+    item = {"type": "reasoning", "id": item_id, "summary": [], "content": content, "status": status}
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
 
 
 def function_call_item(item_id: str, call_id: str, name: str, namespace: Optional[str],

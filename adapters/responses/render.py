@@ -11,6 +11,7 @@ final ``response.output``. Reasoning is its own ``reasoning`` item (raw ``reason
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any, Optional
 
 from kvgate.core.types import Finished, Message, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta
@@ -126,4 +127,6 @@ class StreamRenderer:
     def _terminal(self, status: str) -> list[dict[str, Any]]:
         self.finished = True
         self.response["status"] = status
+        if status == "completed":
+            self.response["completed_at"] = int(time.time())
         return self._stamp([self._lifecycle(f"response.{status}")])

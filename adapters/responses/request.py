@@ -2,6 +2,9 @@
 
 ``instructions`` become a leading system message and are never inherited through
 ``previous_response_id``; the prior conversation (stored messages) comes first, then ``input``.
+Tools announced by ``additional_tools`` input items belong to the conversation, so they stay in
+force along a ``previous_response_id`` chain; the top-level ``tools`` are the request's own, and
+are inherited only where the caller passes them (a WebSocket follow-up without a ``tools`` field).
 Unknown fields are ignored; wrong types get a 400 naming the field. Logprobs are computed when
 ``include`` holds ``"message.output_text.logprobs"``, with ``top_logprobs`` (0-20) alternatives.
 """
@@ -14,7 +17,7 @@ from typing import Any, Optional
 import attrs
 
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams
+from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams, Tool
 from kvgate.core.sampling_defaults import unset_names
 from kvgate.adapters.responses.input_items import convert_input
 from kvgate.adapters.responses.tools import convert_tool_choice, convert_tools
@@ -29,6 +32,8 @@ class ResponsesCall:
     chat: ChatRequest
     body: dict[str, Any]
     conversation: list[Message]  # prior + input, without instructions: what a stored record keeps
+    conversation_tools: list[Tool] = attrs.Factory(list)  # announced by additional_tools items, prior + input
+    request_tools: list[Tool] = attrs.Factory(list)  # the top-level tools in force for this request
     store: bool = True
     stream: bool = False
     previous_response_id: Optional[str] = None
@@ -54,7 +59,8 @@ _FIELD_TYPES = {  # top-level fields and the JSON type each must have when prese
     "previous_response_id": (str, "a string"), "prompt_cache_key": (str, "a string"), "user": (str, "a string"),
     "truncation": (str, "a string"), "text": (dict, "an object"), "reasoning": (dict, "an object"),
     "metadata": (dict, "an object"), "stream_options": (dict, "an object"), "include": (list, "an array"),
-    "tools": (list, "an array"),
+    "tools": (list, "an array"), "safety_identifier": (str, "a string"), "service_tier": (str, "a string"),
+    "background": (bool, "a boolean"),
 }
 
 
@@ -79,6 +85,13 @@ def _check_types(body: dict) -> None:
         raise InvalidRequest("reasoning.effort must be a string.", param="reasoning.effort")
 
 
+def _positive_int(body: dict, key: str) -> Optional[int]:
+    value = body.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidRequest(f"{key} must be a positive integer.", param=key)
+    return value
+
+
 def _sampling(body: dict) -> SamplingParams:
     sampling = SamplingParams(unset=unset_names(body))
     temperature, top_p = _number(body, "temperature", 0, 2), _number(body, "top_p", 0, 1)
@@ -86,10 +99,12 @@ def _sampling(body: dict) -> SamplingParams:
         sampling.temperature = temperature
     if top_p is not None:
         sampling.top_p = top_p
-    limit = body.get("max_output_tokens")
+    for penalty in ("presence_penalty", "frequency_penalty"):
+        value = _number(body, penalty, -2, 2)
+        if value is not None:
+            setattr(sampling, penalty, value)
+    limit = _positive_int(body, "max_output_tokens")
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidRequest("max_output_tokens must be a positive integer.", param="max_output_tokens")
         sampling.max_tokens = limit
     top = body.get("top_logprobs")
     if top is not None:
@@ -146,23 +161,30 @@ def _cache_key(body: dict, header_key: Optional[str], prior_key: Optional[str]) 
 
 def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: Optional[list[Message]] = None,
                  prior_cache_key: Optional[str] = None, header_cache_key: Optional[str] = None,
-                 warm_up: bool = False) -> ResponsesCall:
-    """Parse a create body; ``prior`` is the resolved ``previous_response_id`` conversation. A
-    ``warm_up`` (WebSocket ``generate: false``) may have nothing to warm."""
+                 warm_up: bool = False, prior_tools: Optional[list[Tool]] = None,
+                 inherited_tools: Optional[list[Tool]] = None) -> ResponsesCall:
+    """Parse a create body; ``prior`` is the resolved ``previous_response_id`` conversation and
+    ``prior_tools`` the tools its ``additional_tools`` items announced; ``inherited_tools`` stand
+    for the top-level ``tools`` when the body has none. A ``warm_up`` (WebSocket
+    ``generate: false``) may have nothing to warm."""
     _reject_unsupported(body)
-    converted = convert_input(body.get("input"), has_vision, prior)
-    tools = convert_tools(body.get("tools")) + converted.tools
+    converted = convert_input(body.get("input"), has_vision, prior, prior_tools)
+    own = body.get("tools")
+    request_tools = convert_tools(own) if own is not None or inherited_tools is None else list(inherited_tools)
+    tools = request_tools + converted.tools
     instructions = body.get("instructions") or ""
     system = [Message(role="system", content=instructions)] if instructions else []
     parallel = body.get("parallel_tool_calls")
     chat = ChatRequest(
         model=model, messages=system + converted.messages, tools=tools,
         tool_choice=convert_tool_choice(body.get("tool_choice"), tools),
-        parallel_tool_calls=parallel is not False, sampling=_sampling(body),
+        parallel_tool_calls=parallel is not False, max_tool_calls=_positive_int(body, "max_tool_calls"),
+        sampling=_sampling(body),
         response_format=_response_format(body), reasoning=_reasoning_switch(body),
         cache_key=_cache_key(body, header_cache_key, prior_cache_key), request_id=uuid.uuid4().hex,
     )
     if not chat.messages and not warm_up:
         raise InvalidRequest("input is empty: send at least one message.", param="input")
-    return ResponsesCall(chat=chat, body=body, conversation=converted.messages, store=body.get("store") is not False,
+    return ResponsesCall(chat=chat, body=body, conversation=converted.messages, conversation_tools=converted.tools,
+                         request_tools=request_tools, store=body.get("store") is not False,
                          stream=body.get("stream") is True, previous_response_id=body.get("previous_response_id"))

@@ -17,6 +17,7 @@ from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateErro
 from kvgate.core.tenants import DEFAULT, Tenant, scope_request
 from kvgate.core.types import Heartbeat
 from kvgate.adapters.responses import objects
+from kvgate.adapters.responses.compaction import CompactionRenderer, is_compaction_trigger, summary_request
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import ResponsesCall, parse_create
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
@@ -32,10 +33,12 @@ def previous_not_found(previous_id: str) -> InvalidRequest:
 
 def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cache_key: Optional[str] = None,
                local: Optional[dict[str, StoredResponse]] = None, tenant: Tenant = DEFAULT,
-               warm_up: bool = False) -> ResponsesCall:
+               warm_up: bool = False, inherit_tools: bool = False) -> ResponsesCall:
     """Validate ``body`` and build its canonical request for ``tenant``, with the prior conversation
-    resolved from connection-local memory (``local``, WebSocket only) or the store; a prior
-    response of another tenant is not found."""
+    (and the tools its ``additional_tools`` items announced) resolved from connection-local memory
+    (``local``, WebSocket only) or the store; a prior response of another tenant is not found.
+    With ``inherit_tools`` (a WebSocket follow-up) a body without ``tools`` keeps the prior
+    request's top-level tools."""
     served = ctx.resolve_model(body.get("model"))
     previous_id = body.get("previous_response_id")
     prior = None
@@ -47,7 +50,9 @@ def parse_call(ctx: Any, store: ResponseStore, body: dict[str, Any], header_cach
             raise previous_not_found(previous_id)
     call = parse_create(body, model=served, has_vision=ctx.pipeline.model_info.has_vision,
                         prior=prior.messages if prior else None, prior_cache_key=prior.cache_key if prior else None,
-                        header_cache_key=header_cache_key, warm_up=warm_up)
+                        header_cache_key=header_cache_key, warm_up=warm_up,
+                        prior_tools=prior.tools if prior else None,
+                        inherited_tools=prior.request_tools if prior and inherit_tools else None)
     scope_request(call.chat, tenant, body)
     return call
 
@@ -114,7 +119,8 @@ class Run:
         self.record = StoredResponse(response=self.renderer.response,
                                      input_items=input_items_with_ids(self.call.body.get("input")),
                                      messages=messages, cache_key=self.call.chat.cache_key,
-                                     tenant=self.call.chat.tenant.name)
+                                     tenant=self.call.chat.tenant.name, tools=self.call.conversation_tools,
+                                     request_tools=self.call.request_tools)
         if self.call.store:
             self.store.put(self.record)
         return self.record
@@ -122,8 +128,10 @@ class Run:
 
 def new_run(ctx: Any, store: ResponseStore, call: ResponsesCall) -> Run:
     echo = {**call.body, "model": call.body.get("model") or call.chat.model}
-    renderer = StreamRenderer(objects.response_envelope(objects.new_id("resp"), echo),
-                              encrypted_reasoning=call.wants_encrypted_reasoning)
+    applied = ctx.pipeline.sampling_defaults.apply(call.chat.sampling)
+    envelope = objects.response_envelope(objects.new_id("resp"), echo, applied)
+    renderer = CompactionRenderer(envelope) if is_compaction_trigger(call.body) else \
+        StreamRenderer(envelope, encrypted_reasoning=call.wants_encrypted_reasoning)
     return Run(ctx=ctx, store=store, call=call, renderer=renderer)
 
 
@@ -132,7 +140,9 @@ async def begin(ctx: Any, store: ResponseStore, call: ResponsesCall, streaming: 
     a context overflow while ``streaming`` (then the run reports it as ``response.failed``)."""
     run = new_run(ctx, store, call)
     try:
-        run.stream = ctx.pipeline.stream(call.chat)
+        compacting = is_compaction_trigger(call.body)
+        chat = summary_request(call, ctx.config.engine.default_max_tokens) if compacting else call.chat
+        run.stream = ctx.pipeline.stream(chat)
         run.first = await run.stream.__anext__()
     except ContextLengthExceeded as exc:
         if not streaming:

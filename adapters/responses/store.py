@@ -3,14 +3,18 @@
 One record per response id, a JSON text::
 
     {"version": 1, "response": <Response object>, "input_items": [<items with ids>],
-     "messages": [<canonical Message, unstructured>], "cache_key": str | null, "tenant": str}
+     "messages": [<canonical Message, unstructured>], "cache_key": str | null, "tenant": str,
+     "tools": [<canonical Tool>], "request_tools": [<canonical Tool>]}
 
 ``tenant`` (absent: ``"default"``) owns the record: :meth:`ResponseStore.get` answers only the
 tenant that stored it, so another tenant's id reads as absent (a 404, or
 ``previous_response_not_found``).
 
 ``messages`` is the conversation after this response (prior turns, this input, this output turn),
-without ``instructions``. A record holds protocol state only, never model state: the prefix cache
+without ``instructions``. ``tools`` (absent: none) are those the conversation's
+``additional_tools`` items announced, which stay in force along the chain; ``request_tools``
+(absent: none) are the request's top-level tools, which a WebSocket follow-up without ``tools``
+inherits. A record holds protocol state only, never model state: the prefix cache
 finds the KV state again from the tokens. Disk is untrusted: a record that does not parse is
 treated as absent (and logged). The store is bounded (LRU by size).
 """
@@ -28,7 +32,7 @@ import diskcache
 
 from kvgate.core.disk_state import StateUnusable, open_or_set_aside
 from kvgate.core.tenants import DEFAULT_TENANT
-from kvgate.core.types import Message
+from kvgate.core.types import Message, Tool
 
 log = logging.getLogger("kvgate.responses")
 VERSION = 1
@@ -42,11 +46,15 @@ class StoredResponse:
     messages: list[Message]
     cache_key: Optional[str] = None
     tenant: str = DEFAULT_TENANT
+    tools: list[Tool] = attrs.Factory(list)
+    request_tools: list[Tool] = attrs.Factory(list)
 
     def to_json(self) -> str:
+        tools = {key: _converter.unstructure(value)
+                 for key, value in (("tools", self.tools), ("request_tools", self.request_tools)) if value}
         return json.dumps({"version": VERSION, "response": self.response, "input_items": self.input_items,
                            "messages": _converter.unstructure(self.messages), "cache_key": self.cache_key,
-                           **({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {})},
+                           **({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}), **tools},
                           ensure_ascii=False)
 
     @classmethod
@@ -63,7 +71,9 @@ class StoredResponse:
         if not isinstance(tenant, str):
             raise ValueError("tenant is not a string")
         return cls(response=data["response"], input_items=data["input_items"],
-                   messages=_converter.structure(data.get("messages"), list[Message]), cache_key=key, tenant=tenant)
+                   messages=_converter.structure(data.get("messages"), list[Message]), cache_key=key, tenant=tenant,
+                   tools=_converter.structure(data.get("tools") or [], list[Tool]),
+                   request_tools=_converter.structure(data.get("request_tools") or [], list[Tool]))
 
 
 class ResponseStore:

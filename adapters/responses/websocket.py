@@ -5,7 +5,11 @@ time; other frame types (``response.processed``, ...) are ignored. Server frames
 payloads, one JSON object per text frame. ``generate: false`` is a warm-up: the prompt is
 prefilled and the reply is ``response.created`` + ``response.completed`` with empty output.
 ``previous_response_id`` resolves against this connection's last response (kept even with
-``store: false``), then the store. Errors are frames, never a dropped socket::
+``store: false``), then the store. A follow-up frame without a ``tools`` field keeps the tools of
+the response it continues (Codex's follow-up after a tool call holds only the tool output and
+``previous_response_id``), so its prompt extends the previous one and the fence still enforces
+them; tools announced by ``additional_tools`` input items stay in force along any chain. Errors
+are frames, never a dropped socket::
 
     {"type": "error", "status": 400, "error": {"type", "code", "message", "param"}}
 

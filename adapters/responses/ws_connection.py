@@ -4,6 +4,10 @@ response, and cancellation of the running request when the client goes away.
 A reader task drains incoming frames into an inbox for the whole life of the socket, so a
 disconnect is noticed even during a long prefill (when nothing is being sent) and the work
 for it is cancelled instead of running on for nobody.
+
+Each ``response.create`` gets its own request log line (the socket has one too): the response's
+status (``completed``, ``incomplete``, ``failed``), an error frame's status, or ``cancelled`` with
+the time at which the client left.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, Optional
 
 from litestar import WebSocket
@@ -19,6 +24,7 @@ from litestar.exceptions import WebSocketDisconnect
 from kvgate.core.body import BodyLimits, parse_off_loop
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
 from kvgate.core.request_hints import apply_hints
+from kvgate.core.request_log import log_websocket_request
 from kvgate.core.http import json_text
 from kvgate.core.tenants import tenant_of
 from kvgate.core.types import Usage
@@ -43,6 +49,8 @@ class Connection:
         self.last: dict[str, StoredResponse] = {}
         self.inbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
         self.gone = asyncio.Event()
+        self.left_at: Optional[float] = None  # time.monotonic() when the client went away
+        self.response: Optional[dict[str, Any]] = None  # the Response object of the request being answered
         self.limits = BodyLimits.of(ctx.config.server)
 
     async def send(self, frame: dict[str, Any]) -> None:
@@ -53,6 +61,7 @@ class Connection:
             while True:
                 await self.inbox.put(await self.socket.receive_text())
         except Exception:  # a disconnect, or a frame that cannot be read as text: the socket is done
+            self.left_at = time.monotonic()
             self.gone.set()
             await self.inbox.put(None)
 
@@ -101,15 +110,44 @@ class Connection:
             await self.create(body)
 
     async def create(self, body: dict[str, Any]) -> None:
+        """Answer one ``response.create`` and log its line."""
+        started, self.response = time.monotonic(), None
+        try:
+            await self._create(body)
+        except KvgateError as exc:
+            self._log_request(started, str(exc.status), exc.code or exc.message, failed=True)
+            raise
+        except (asyncio.CancelledError, *GONE):
+            left = (self.left_at or time.monotonic()) - started
+            self._log_request(started, "cancelled", f"the client left after {left:.3f}s")
+            raise
+        except Exception:
+            self._log_request(started, "500", "internal error", failed=True)
+            raise
+        status = self.response["status"] if self.response is not None else "-"
+        self._log_request(started, status, self._outcome_detail(), failed=status == "failed")
+
+    def _log_request(self, started: float, outcome: str, detail: str, failed: bool = False) -> None:
+        named = f"{self.response['id']} {detail}" if self.response is not None else detail
+        log_websocket_request(self.socket.scope.get("path", ""), "response.create", outcome,
+                              time.monotonic() - started, named.strip(), failed)
+
+    def _outcome_detail(self) -> str:
+        response = self.response or {}
+        error, incomplete = response.get("error") or {}, response.get("incomplete_details") or {}
+        return str(error.get("code") or error.get("message") or incomplete.get("reason") or "")
+
+    async def _create(self, body: dict[str, Any]) -> None:
         warm_up = body.get("generate") is False
         call = parse_call(self.ctx, self.store, body, header_cache_key=self.socket.headers.get(CACHE_KEY_HEADER),
-                          local=self.last, tenant=tenant_of(self.socket), warm_up=warm_up)
+                          local=self.last, tenant=tenant_of(self.socket), warm_up=warm_up, inherit_tools=True)
         apply_hints(call.chat, self.socket.headers)
         log.info("responses websocket: %s, %d messages, previous_response_id %s",
                  "warm-up" if warm_up else "response.create", len(call.chat.messages), call.previous_response_id)
         if warm_up:
             return await self.warm(call)
         run = await begin(self.ctx, self.store, call, streaming=True)
+        self.response = run.renderer.response
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
                 if event is not HEARTBEAT:
@@ -118,6 +156,7 @@ class Connection:
 
     async def warm(self, call) -> None:
         run = new_run(self.ctx, self.store, call)
+        self.response = run.renderer.response
         for frame in run.renderer.start(in_progress=False):  # at once: the prefill may take a while
             await self.send(frame)
         try:  # a warm-up with no input yet (Codex's, at start-up) has nothing to compute

@@ -16,7 +16,7 @@ START_STATES = ("content", "reasoning", "after_reasoning")
 class FencePlan:
     tools: tuple[Tool, ...]  # the tools a call may name (named choice: just that one)
     mode: str  # "auto" | "required" | "none"
-    max_calls: Optional[int]  # None: any number; 1 without parallel tool calls
+    max_calls: Optional[int]  # None: any number; 1 without parallel tool calls; else max_tool_calls
     response_schema: Any = None  # JSON schema the answer text must follow, or None
     start_in: str = "content"  # where the completion starts (see Dialect.new_parser)
     call_offset: int = 0  # tool calls earlier in the conversation (for dialects that number calls)
@@ -52,7 +52,8 @@ def plan_for(request: ChatRequest, start_in: str = "content") -> FencePlan:
         return FencePlan((tool,), "required", 1, response_schema(request), start_in, earlier_calls(request))
     if mode == "required" and not tools:
         raise FenceRequestError("tool_choice 'required' needs at least one tool", param="tool_choice")
-    max_calls = None if request.parallel_tool_calls else 1
+    limits = [limit for limit in (request.max_tool_calls, None if request.parallel_tool_calls else 1) if limit]
+    max_calls = min(limits) if limits else None
     return FencePlan(tools, mode if tools else "none", max_calls, response_schema(request), start_in,
                      earlier_calls(request))
 

@@ -90,6 +90,7 @@ DETOKENIZE = mutated(fields({"tokens": st.lists(st.integers(0, 49_000), max_size
 
 ROUTE_BODIES = {  # every POST route of the app, by path
     "/v1/chat/completions": CHAT, "/v1/messages": ANTHROPIC, "/v1/messages/count_tokens": ANTHROPIC,
-    "/v1/responses": RESPONSES, "/v1/responses/input_tokens": RESPONSES, "/v1/tokenize": TOKENIZE,
+    "/v1/responses": RESPONSES, "/v1/responses/input_tokens": RESPONSES, "/v1/responses/compact": RESPONSES,
+    "/v1/tokenize": TOKENIZE,
     "/v1/detokenize": DETOKENIZE,
 }

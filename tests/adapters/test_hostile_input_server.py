@@ -24,6 +24,7 @@ ROUTES = {  # every POST route and a minimal valid body
     "/v1/messages/count_tokens": {"messages": HI},
     "/v1/responses": {"input": "hi", "max_output_tokens": 1},
     "/v1/responses/input_tokens": {"input": "hi"},
+    "/v1/responses/compact": {"input": "hi", "max_output_tokens": 1},
     "/v1/tokenize": {"prompt": "hi"},
     "/v1/detokenize": {"tokens": [1]},
 }

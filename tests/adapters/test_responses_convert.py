@@ -163,3 +163,29 @@ def test_custom_tool_call_history_keeps_its_input():
     messages = parse({"input": items}).chat.messages
     assert json.loads(messages[0].tool_calls[0].arguments) == {"input": "*** Begin"}
     assert messages[1].name == "apply_patch"
+
+
+WEATHER_TOOL = {"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+def test_additional_tools_stay_in_force_along_the_chain():
+    """Tools announced by an ``additional_tools`` item belong to the conversation (Codex's WebSocket
+    follow-up holds only the tool output and ``previous_response_id``)."""
+    first = parse({"input": [{"type": "additional_tools", "role": "developer", "tools": [WEATHER_TOOL]},
+                             {"role": "user", "content": "weather in Paris?"}]})
+    assert [t.name for t in first.conversation_tools] == ["get_weather"] and first.request_tools == []
+    prior = first.conversation + [Message(role="assistant", tool_calls=[ToolCall("call_1", "get_weather", "{}")])]
+    follow = parse({"input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+                    "tool_choice": "required"}, prior=prior, prior_tools=first.conversation_tools)
+    assert [t.name for t in follow.chat.tools] == ["get_weather"] and follow.chat.tool_choice.mode == "required"
+    assert [t.name for t in follow.conversation_tools] == ["get_weather"]
+
+
+def test_top_level_tools_are_inherited_only_when_passed_and_absent():
+    tools = parse({"input": "x", "tools": [WEATHER_TOOL]}).request_tools
+    assert [t.name for t in parse({"input": "y"}, inherited_tools=tools).chat.tools] == ["get_weather"]
+    assert parse({"input": "y", "tools": []}, inherited_tools=tools).chat.tools == []  # an explicit empty list
+    assert parse({"input": "y"}).chat.tools == []  # HTTP: tools are per request
+    with pytest.raises(InvalidRequest):
+        parse({"input": "y", "tool_choice": "required"})

@@ -123,6 +123,8 @@ def test_reasoning_text_and_two_calls_become_separate_items():
     parsed = sdk_final_response(events)
     assert [o.type for o in parsed.output] == kinds
     assert parsed.output[2].arguments == '{"city":"Paris"}'
+    plain = check_event_stream(render(canonical))["output"][0]
+    assert "encrypted_content" not in plain  # Open Responses: a string when present, never null
 
 
 def test_length_finish_is_incomplete_with_the_open_item_incomplete():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import diskcache
 
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
-from kvgate.core.types import Message, ToolCall
+from kvgate.core.types import Message, Tool, ToolCall
 
 
 def record(response_id: str = "resp_1") -> StoredResponse:
@@ -45,3 +45,13 @@ def test_corrupt_records_read_as_absent_and_are_dropped(tmp_path):
     for key in bad:
         assert store.get(key) is None, key
         assert key not in raw
+
+
+def test_tools_round_trip(tmp_path):
+    store = ResponseStore(tmp_path / "responses")
+    kept = record("resp_tools")
+    kept.tools = [Tool("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"}}})]
+    kept.request_tools = [Tool("run", namespace="shell", strict=True)]
+    store.put(kept)
+    store.close()
+    assert ResponseStore(tmp_path / "responses").get("resp_tools") == kept

@@ -19,13 +19,17 @@ from tests.harness import ServerProcess
 pytestmark = pytest.mark.slow
 SHORT = {"model": "smollm2", "temperature": 0, "max_output_tokens": 4, "store": False}
 LIMIT = 2
+RECORDS = "requests.jsonl"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"server": {"max_websocket_connections": LIMIT, "log_requests": True},
-                "model": {"max_context": 8192}}  # the trained context: "word " * 9000 overflows it
-    with ServerProcess(tmp_path_factory.mktemp("responses-ws"), settings) as proc:
+    workdir = tmp_path_factory.mktemp("responses-ws")
+    settings = {"server": {"max_websocket_connections": LIMIT, "log_requests": True,
+                           "record_path": str(workdir / RECORDS)},  # prompts and outputs as token ids
+                "model": {"max_context": 8192},  # the trained context: "word " * 9000 overflows it
+                "cache": {"cached_tokens_granularity": 1}}  # cached tokens reported exactly
+    with ServerProcess(workdir, settings) as proc:
         yield proc
 
 
@@ -139,3 +143,78 @@ def test_a_client_that_leaves_cancels_its_request(server, generate):
         time.sleep(0.1)
     assert in_flight(server) == 0
     assert server.wait_for_log("client left; request cancelled"), server.log()[-2000:]
+    assert server.wait_for_log("response.create cancelled"), server.log()[-2000:]
+    line = [l for l in server.log().splitlines() if "response.create cancelled" in l][-1]
+    assert "the client left after" in line and float(line.rsplit("after ", 1)[1].rstrip("s")) > 0
+
+
+GET_WEATHER = {"type": "function", "name": "get_weather", "description": "Weather forecast for a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+ASK = {"role": "user", "content": "What is the weather in Paris? Use the get_weather tool."}
+TOOL_RUN = {"model": "smollm2", "temperature": 0, "max_output_tokens": 48, "store": False}
+
+
+def records(server) -> list[dict]:
+    path = server.workdir / RECORDS
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def created_with_record(server, socket, **body) -> tuple[dict, dict]:
+    """(final response, the recorder's line for it: prompt and output token ids, cached tokens)."""
+    before = len(records(server))
+    final = check_event_stream(create(socket, **body))
+    added = records(server)[before:]
+    assert len(added) == 1
+    return final, added[0]
+
+
+@pytest.mark.parametrize("announced_in", ["tools", "additional_tools"])
+def test_a_tool_round_trip_keeps_the_tools_and_the_cached_prefix(server, announced_in):
+    """Codex's follow-up frame holds only the tool output and ``previous_response_id``: the tools
+    of the first frame (top-level, or an ``additional_tools`` input item) stay in the prompt, so it
+    extends the first prompt and output token for token, and the fence still enforces them."""
+    if announced_in == "tools":
+        opening = {"tools": [GET_WEATHER], "input": [ASK]}
+    else:
+        opening = {"input": [{"type": "additional_tools", "role": "developer", "tools": [GET_WEATHER]}, ASK]}
+    with connect(ws_url(server)) as socket:
+        first, first_record = created_with_record(server, socket, **TOOL_RUN, **opening, tool_choice="required",
+                                                  parallel_tool_calls=False)
+        call = first["output"][-1]
+        assert call["type"] == "function_call" and call["name"] == "get_weather"
+        output = {"type": "function_call_output", "call_id": call["call_id"], "output": "Sunny, 21 C."}
+        second, second_record = created_with_record(server, socket, **TOOL_RUN, previous_response_id=first["id"],
+                                                    input=[output])
+        third, _ = created_with_record(server, socket, **TOOL_RUN, previous_response_id=second["id"],
+                                       input=[{"role": "user", "content": "And in Rome?"}], tool_choice="required")
+    seen = first_record["prompt"] + first_record["output"]
+    assert second_record["prompt"][:len(seen)] == seen
+    # all of it from the cache but the last output token, whose KV was never computed
+    assert second["usage"]["input_tokens_details"]["cached_tokens"] >= len(seen) - 1
+    assert second["usage"]["input_tokens"] == len(second_record["prompt"])
+    again = third["output"][-1]  # ``required`` needs tools: the conversation's are still in force
+    assert again["type"] == "function_call" and again["name"] == "get_weather"
+    assert set(json.loads(again["arguments"])) == {"city"}
+
+
+def log_line_with(server, *parts: str, timeout: float = 10.0) -> bool:
+    """Whether one line of the server's log holds every one of ``parts`` within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(all(part in line for part in parts) for line in server.log().splitlines()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_each_response_on_a_socket_gets_its_own_log_line(server):
+    with connect(ws_url(server)) as socket:
+        answers = [check_event_stream(create(socket, **SHORT, input=text)) for text in ("Hi", "Hello")]
+        missing = create(socket, **SHORT, input="x", previous_response_id="resp_gone")
+        assert missing[-1]["type"] == "error"
+    for answer in answers:
+        wanted = (f"WEBSOCKET /v1/responses response.create {answer['status']} ", answer["id"])
+        assert log_line_with(server, *wanted), server.log()[-2000:]  # written when its response ends
+    assert server.wait_for_log("WEBSOCKET /v1/responses response.create 400 "), server.log()[-2000:]
+    line = [l for l in server.log().splitlines() if "response.create 400" in l][-1]
+    assert "previous_response_not_found" in line and "WARNING" in line

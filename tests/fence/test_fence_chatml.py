@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -65,6 +66,15 @@ def test_parallel_calls_and_single_call(drive):
     one = drive(D, request("required", parallel=False))
     one.feed(CALL)
     assert one.fence.must_stop
+
+
+def test_max_tool_calls_caps_the_number_of_calls(drive):
+    calls = [CALL, D.render_tool_call("get_time", args(tz="UTC")), CALL]
+    capped = attrs.evolve(request("required"), max_tool_calls=2)
+    assert drive(D, capped).accepts("\n".join(calls[:2]))
+    three = drive(D, capped)
+    assert three.feed("\n".join(calls)) < len(three.tokenizer.encode("\n".join(calls)).ids)
+    assert drive(D, attrs.evolve(request("required"), max_tool_calls=3)).accepts("\n".join(calls))
 
 
 def test_auto_allows_plain_text_and_calls_after_content(drive):
