@@ -84,7 +84,7 @@ class Pipeline:
         """The prompt's token ids (blocking; :meth:`prompt_tokens` from the event loop)."""
         text = self.render_prompt(request)
         self.check_prompt_chars(text)
-        return self.tokenizer.encode(text)
+        return self.tokenizer.encode_prompt(text, self.namespace_of(request))  # resent outputs keep their ids
 
     async def prompt_tokens(self, request: ChatRequest) -> list[int]:
         """:meth:`encode_prompt` on a worker thread."""
@@ -320,6 +320,8 @@ class _Run:
             self.tenant, self.seq.namespace, reason, self.usage.prompt_tokens, self.usage.cached_tokens_device,
             self.usage.cached_tokens_ssd, self.usage.completion_tokens, self.first_token_s,
             decode_rate(self.usage.completion_tokens, self.first_token_at, self.last_token_at))
+        if reason not in ("error", "cancelled"):  # a client may resend this output as an assistant turn
+            self.pipeline.tokenizer.register_output(self.seq.namespace, self.seq.prompt, self.output)
         recorder = self.pipeline.recorder
         if recorder is not None:
             recorder.record(self.seq.namespace, self.seq.prompt, self.output, self.usage.cached_tokens_device,

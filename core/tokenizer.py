@@ -12,12 +12,17 @@ bypass both caches, so one huge prompt neither stalls other threads nor stays in
 ``longest_token_chars`` bounds how much text one token can cover: a text of ``n`` characters has
 at least ``n / longest_token_chars`` tokens, which lets the pipeline refuse an oversized prompt
 before tokenizing it.
+
+:meth:`TokenizerService.encode_prompt` tokenizes a prompt of one cache namespace: a resent
+assistant turn whose text is an output registered by :meth:`TokenizerService.register_output` gets
+the ids the model sampled for it (:mod:`kvgate.core.tokenizer_outputs`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from typing import Iterable, Optional, Sequence
 
 import attrs
@@ -29,6 +34,7 @@ from kvgate.core.errors import InvalidRequest
 from kvgate.core.tokenizer_cache import TokenizerCache
 from kvgate.core.tokenizer_cache_boundaries import choose_boundary_tokens
 from kvgate.core.tokenizer_cache_metrics import metrics_for
+from kvgate.core.tokenizer_outputs import OutputIdsRegistry, boundary_pattern, segment_spans
 
 log = logging.getLogger(__name__)
 LONG_TEXT_CHARS = 32 * 1024
@@ -73,6 +79,8 @@ class _Loaded:
     refused_boundaries: dict[str, str]
     cache: TokenizerCache
     longest_token_chars: int
+    outputs: OutputIdsRegistry
+    boundary_pattern: Optional[re.Pattern]
 
 
 class TokenizerService:
@@ -98,7 +106,8 @@ class TokenizerService:
 
         cache = TokenizerCache(encode_plain, self.config, boundary, self._metrics, self._seed)
         return _Loaded(own, tokenizer_fingerprint(own), own.get_vocab_size(with_added_tokens=True),
-                       boundary, refused, cache, longest_token_chars(own))
+                       boundary, refused, cache, longest_token_chars(own), OutputIdsRegistry(),
+                       boundary_pattern(boundary))
 
     def reload(self, tokenizer: Tokenizer) -> bool:
         """Use ``tokenizer`` from now on; returns True when its fingerprint differs (caches dropped)."""
@@ -144,6 +153,42 @@ class TokenizerService:
         except (TypeError, UnicodeEncodeError):  # a lone surrogate: tokenizers refuses such a str
             raise InvalidRequest("text contains a lone surrogate and cannot be tokenized") from None
 
+    def encode_prompt(self, text: str, namespace: str) -> list[int]:
+        """``encode(text)``, except that each run between boundary tokens whose text is an output
+        registered in ``namespace`` gets the ids registered for it."""
+        loaded = self._loaded
+        if loaded.boundary_pattern is None or not loaded.outputs.holds(namespace) or len(text) > UNCACHED_TEXT_CHARS:
+            return self.encode(text)
+        ids: list[int] = []
+        done = 0
+        for start, end in segment_spans(loaded.boundary_pattern, text):
+            reused = loaded.outputs.get(namespace, text[start:end])
+            if reused is None:
+                continue
+            ids += self.encode(text[done:start]) + reused
+            done = end
+            self._metrics.output_reused(len(reused))
+        return ids + self.encode(text[done:])
+
+    def register_output(self, namespace: str, prompt: Sequence[int], output: Sequence[int]) -> bool:
+        """Remember ``output`` (sampled after ``prompt``) as the ids of the run a resent turn will
+        hold: the prompt's tail after its last boundary token, then the output up to its stop
+        token. Returns False for an output that cannot be such a run (nothing is kept)."""
+        loaded = self._loaded
+        boundary_ids = frozenset(loaded.boundary_tokens.values())
+        body = list(output)
+        while body and body[-1] in boundary_ids:
+            body.pop()
+        header_start = next((i + 1 for i in range(len(prompt) - 1, -1, -1) if prompt[i] in boundary_ids), None)
+        if not body or header_start is None or boundary_ids.intersection(body):
+            return False
+        ids = list(prompt[header_start:]) + body
+        segment = loaded.tokenizer.decode(ids, skip_special_tokens=False)
+        if loaded.boundary_pattern.search(segment) or "\ufffd" in segment:
+            return False  # it would not be one run between boundaries, or not decode to its own text
+        loaded.outputs.add(namespace, segment, ids)
+        return True
+
     def encode_uncached(self, text: str) -> list[int]:
         return encode_text(self._loaded.tokenizer, text).ids
 
@@ -156,8 +201,10 @@ class TokenizerService:
 
     def cache_stats(self) -> dict:
         loaded = self._loaded
+        outputs = {"entries": len(loaded.outputs), "bytes": loaded.outputs.used_bytes}
         return {"fingerprint": loaded.fingerprint, "l1_boundary_tokens": sorted(loaded.boundary_tokens),
-                **loaded.cache.stats()}
+                **loaded.cache.stats(), "outputs": outputs}
 
     def clear_cache(self) -> None:
         self._loaded.cache.clear()
+        self._loaded.outputs.clear()

@@ -3,6 +3,9 @@
 * ``smg_tokenizer_cache_lookups_total{layer="l0"|"l1", result="hit"|"miss"}``
 * ``smg_tokenizer_cache_evictions_total{layer}``
 * ``smg_tokenizer_cache_reused_bytes_total{layer}`` -- input bytes whose tokens came from the cache
+* ``kvgate_tokenizer_output_ids_reused_total`` and ``kvgate_tokenizer_output_ids_reused_tokens_total``
+  -- resent assistant turns given the ids the model sampled for them, and those ids
+  (:mod:`kvgate.core.tokenizer_outputs`)
 
 Metric objects belong to one :class:`prometheus_client.CollectorRegistry`: :func:`metrics_for`
 creates them once per registry and hands the same objects to every service that shares it (their
@@ -39,6 +42,14 @@ class TokenizerCacheMetrics:
             "smg_tokenizer_cache_reused_bytes", "Input bytes whose token ids came from the cache.",
             ["layer"], registry=registry,
         )
+        self.output_spans = Counter(
+            "kvgate_tokenizer_output_ids_reused", "Resent outputs tokenized as the ids the model sampled.",
+            registry=registry,
+        )
+        self.output_tokens = Counter(
+            "kvgate_tokenizer_output_ids_reused_tokens", "Token ids reused from sampled outputs.",
+            registry=registry,
+        )
         for layer in LAYERS:  # expose zeros from the start
             for result in ("hit", "miss"):
                 self.lookups.labels(layer=layer, result=result)
@@ -49,6 +60,10 @@ class TokenizerCacheMetrics:
         self.lookups.labels(layer=layer, result="hit" if hit else "miss").inc()
         if reused_bytes:
             self.reused_bytes.labels(layer=layer).inc(reused_bytes)
+
+    def output_reused(self, tokens: int) -> None:
+        self.output_spans.inc()
+        self.output_tokens.inc(tokens)
 
     def evicted(self, layer: str, count: int) -> None:
         if count:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvgate.core.hookspecs import hookimpl
 
-TEXT_FIELDS = ("text_before", "stored_after", "prompt_after")
+TEXT_FIELDS = ("text_before", "stored_after", "prompt_after", "stored_pieces", "prompt_pieces")
 
 
 def cache_manager(ctx) -> Any:

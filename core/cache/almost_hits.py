@@ -2,8 +2,11 @@
 
 When the prompt shares at least ``min_tokens`` tokens and more than ``min_ratio`` of a stored
 sequence but then diverges inside it, the miss is almost always a template, a re-rendered tool
-call or a volatile header. Each one is logged, counted, and kept (the most recent ``keep``) with
-the fork position and the decoded text on both sides.
+call or a volatile header. A fork that loses at least ``expensive_tokens`` tokens the stored
+sequence could have given the prompt is kept whatever its ratio. Each one is logged, counted, and
+kept (the most recent ``keep``) with the fork position, the tokens lost, the decoded text on both
+sides, and the token pieces on both sides (``stored_pieces``, ``prompt_pieces``: one string per
+token from ``pieces_from``), which show a re-tokenization fork whose two sides read the same.
 """
 
 from __future__ import annotations
@@ -15,34 +18,47 @@ import time
 from typing import Any, Sequence
 
 log = logging.getLogger("kvgate.cache")
+EXPENSIVE_FORK_TOKENS = 2048
+PIECES_AROUND_FORK = 8
+
+
+def lost_tokens(prompt: Sequence[int], stored: Sequence[int], fork: int) -> int:
+    """Tokens past the fork that the stored sequence could have given the prompt."""
+    return max(0, min(len(prompt), len(stored)) - fork)
 
 
 class AlmostHits:
     def __init__(self, tokenizer: Any, min_tokens: int, min_ratio: float, counter: Any,
-                 keep: int = 32, context_tokens: int = 24):
+                 keep: int = 32, context_tokens: int = 24, expensive_tokens: int = EXPENSIVE_FORK_TOKENS):
         self.tokenizer, self.min_tokens, self.min_ratio, self.counter = tokenizer, min_tokens, min_ratio, counter
         self.context_tokens = context_tokens
+        self.expensive_tokens = expensive_tokens
         self.items: collections.deque[dict] = collections.deque(maxlen=keep)
         self.lock = threading.Lock()
 
     def qualifies(self, prompt: Sequence[int], stored: Sequence[int], fork: int) -> bool:
         inside = fork < len(stored) and fork < len(prompt)
-        return inside and fork >= self.min_tokens and fork > self.min_ratio * len(stored)
+        late = fork > self.min_ratio * len(stored) or lost_tokens(prompt, stored, fork) >= self.expensive_tokens
+        return inside and fork >= self.min_tokens and late
 
     def record(self, namespace: str, tier: str, prompt: Sequence[int], stored: Sequence[int], fork: int) -> dict:
-        ctx = self.context_tokens
+        ctx, start = self.context_tokens, max(0, fork - PIECES_AROUND_FORK)
         item = {
             "time": time.time(), "namespace": namespace, "tier": tier, "fork_index": fork,
             "stored_tokens": len(stored), "prompt_tokens": len(prompt), "shared_ratio": round(fork / len(stored), 4),
             "text_before": self._decode(prompt[max(0, fork - ctx):fork]),
             "stored_after": self._decode(stored[fork:fork + ctx]),
             "prompt_after": self._decode(prompt[fork:fork + ctx]),
+            "lost_tokens": lost_tokens(prompt, stored, fork), "pieces_from": start,
+            "stored_pieces": self._pieces(stored[start:fork + PIECES_AROUND_FORK]),
+            "prompt_pieces": self._pieces(prompt[start:fork + PIECES_AROUND_FORK]),
         }
         with self.lock:
             self.items.append(item)
         self.counter.inc()
-        log.info("prefix cache almost-hit (%s): forked at token %d of a stored sequence of %d; stored %r, prompt %r",
-                 tier, fork, len(stored), item["stored_after"], item["prompt_after"])
+        log.info("prefix cache almost-hit (%s): forked at token %d of a stored sequence of %d (%d tokens lost); "
+                 "stored %r, prompt %r", tier, fork, len(stored), item["lost_tokens"], item["stored_pieces"],
+                 item["prompt_pieces"])
         return item
 
     def _decode(self, ids: Sequence[int]) -> str:
@@ -50,6 +66,9 @@ class AlmostHits:
             return self.tokenizer.decode(list(ids), skip_special_tokens=False)
         except Exception:  # a diagnostic must never fail a request
             return repr(list(ids))
+
+    def _pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self._decode([token_id]) for token_id in ids]
 
     def recent(self) -> list[dict]:
         with self.lock:
