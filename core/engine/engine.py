@@ -2,7 +2,9 @@
 
 Each loop turn admits new sequences, plans their cache source, attaches those whose state is
 ready, runs one prefill chunk, then one decode step over every running sequence. A new request
-joins the running batch as soon as its prompt is in state; it never waits for the others.
+joins the running batch as soon as its prompt is in state; it never waits for the others. The
+waiting prompts take turns, one time-paced chunk each (:mod:`kvgate.core.engine.prefill_schedule`),
+so a long prompt delays a short one by one chunk, not by its whole prefill.
 
 The decode step is a strategy (:data:`kvgate.core.engine.steps.DecodeStep`) chosen from the
 ``[engine]`` config: speculation with the model's MTP layer when ``speculative = "mtp"``, n-gram
@@ -15,15 +17,19 @@ import collections
 import concurrent.futures
 import logging
 import threading
+import time
 from typing import Any, Optional
 
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
+from kvgate.core.engine.prefill_progress import PrefillProgress
 from kvgate.core.engine.draft import HeadDrafts, NgramDrafts
+from kvgate.core.engine.prefill_schedule import PREFILL_SLICE_S, PrefillPace, PrefillSchedule
 from kvgate.core.engine.speculative import SpeculativeStep
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
 from kvgate.core.errors import KvgateError, Overloaded
+from kvgate.core.progress import BOARD
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate.engine")
@@ -57,7 +63,10 @@ def decode_step_for(config: EngineConfig, runtime: Optional[ModelRuntime] = None
 class Engine:
     """Implements :class:`kvgate.core.engine.steps.StepHost` for the step functions."""
 
-    def __init__(self, runtime: ModelRuntime, config: EngineConfig, cache: Any = None, metrics: Any = None):
+    def __init__(self, runtime: ModelRuntime, config: EngineConfig, cache: Any = None, metrics: Any = None,
+                 prefill_slice_s: Optional[float] = PREFILL_SLICE_S):
+        """``prefill_slice_s``: the longest one prefill forward should take (None: the config's
+        chunk sizes alone)."""
         self.runtime = runtime
         self.config = config
         self.cache = cache if cache is not None else NullCache(runtime)
@@ -72,6 +81,9 @@ class Engine:
         self._draining = False  # shutting down: in-flight sequences end with an error, new ones are refused
         self._in_flight = 0  # submitted and not yet finished, wherever they are
         self.decode_step: steps.DecodeStep = decode_step_for(config, runtime, metrics)
+        self.prefill_progress = PrefillProgress(BOARD)  # long cold prefills, for /health and the log
+        self.pace = PrefillPace(prefill_slice_s)
+        self.schedule = PrefillSchedule(config, self.pace)
 
     # --- called from any thread -----------------------------------------------------------------
     def start(self) -> None:
@@ -154,12 +166,24 @@ class Engine:
         self._drop_cancelled()
         prefilling = [s for s in self._waiting if s.phase is Phase.PREFILL]
         if prefilling and len(self._running) < self.config.max_batch:
-            steps.prefill_chunk(self, prefilling[0])
+            self._prefill_next(prefilling)
         if self._running:
             self.decode_step(self, list(self._running))
 
+    def _prefill_next(self, prefilling: list[Sequence]) -> None:
+        """One paced chunk of the prompt whose turn it is (see :class:`PrefillSchedule`)."""
+        seq, tokens = self.schedule.next_chunk(prefilling, len(self._running))
+        computed, started = seq.computed, time.perf_counter()
+        steps.prefill_chunk(self, seq, tokens)
+        self.prefill_progress.chunk_done(seq)
+        if seq.session is not None and seq.computed > computed:
+            seq.prefilled += seq.computed - computed
+            self.pace.record(seq.computed - computed, time.perf_counter() - started)
+
     def _plan(self, seq: Sequence) -> None:
+        seq.mark("lookup")
         seq.plan = self.cache.plan(seq.namespace, seq.prompt, seq.cache_key)
+        seq.mark("planned")
         self._waiting.append(seq)
         if seq.plan.needs_load:
             seq.phase = Phase.LOADING
@@ -176,6 +200,7 @@ class Engine:
     def _attach(self, seq: Sequence) -> None:
         seq.session = self.cache.attach(seq.plan)
         seq.phase = Phase.PREFILL
+        seq.mark("attached")
 
     def _drop_cancelled(self) -> None:
         for seq in [s for s in self._waiting + self._running if s.cancelled and s.phase is not Phase.LOADING]:
@@ -200,6 +225,7 @@ class Engine:
             if seq in bucket:
                 bucket.remove(seq)
         seq.phase = Phase.DONE
+        self.prefill_progress.ended(seq, done.reason)
         try:
             self._hand_back_state(seq, done)
         except Exception:

@@ -69,6 +69,13 @@ class Sequence:
     next_logits: Optional[torch.Tensor] = None
     cancelled: bool = False
     stop_requested: bool = False
+    prefilled: int = 0  # prompt tokens this engine computed for it (not those from the cache)
+    trace: Any = None  # a kvgate.core.request_trace.RequestTrace while a request observer is registered
+
+    def mark(self, name: str) -> None:
+        """Note the time ``name`` happened, for request observers (nothing when none is registered)."""
+        if self.trace is not None:
+            self.trace.mark(name)
 
     @property
     def computed(self) -> int:

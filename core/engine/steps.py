@@ -55,24 +55,11 @@ def with_room(engine: StepHost, tokens_needed: int, work: Callable[[], T]) -> T:
     return work()
 
 
-def chunk_size(engine: StepHost, seq: Sequence) -> int:
-    """Prompt tokens for this sequence's next forward.
-
-    Chunks keep running sequences decoding between them. With none running, a fresh prompt runs in
-    one causal forward: fewer, larger products (measured 4-6 % faster than chunks of 512 at
-    2,000-3,000 tokens on CPU, even at 8,000). Appends after a cached prefix always chunk: off CPU
-    their attention mask grows with the chunk.
-    """
-    config = engine.config
-    if engine.batch_size() or seq.computed or config.prefill_alone <= config.prefill_chunk:
-        return config.prefill_chunk
-    return config.prefill_alone
-
-
-def prefill_chunk(engine: StepHost, seq: Sequence) -> None:
-    """Compute the next chunk of the prompt; on the last chunk, sample the first token."""
+def prefill_chunk(engine: StepHost, seq: Sequence, tokens: int) -> None:
+    """Compute the next ``tokens`` of the prompt (its size is the engine's schedule,
+    :mod:`kvgate.core.engine.prefill_schedule`); on the last chunk, sample the first token."""
     pending = seq.remaining_prompt()
-    chunk = pending[: chunk_size(engine, seq)]
+    chunk = pending[:tokens]
     try:
         logits = with_room(engine, len(chunk), lambda: engine.runtime.prefill(
             seq.session, chunk, interrupted=lambda: seq.cancelled))

@@ -7,6 +7,8 @@ and test-compiles the result alone. If even that fails, the schema falls back to
 the nearest superset left. Results are cached by the schema's hash, so an agent's repeated tool
 list is prepared once; each relaxation is logged once, when first seen.
 
+A schema past the cheap size limits (:mod:`kvgate.core.fence.schema_limits`) is refused first.
+
 A backend may declare ``unsupported_keywords`` (frozenset), ``formats`` (frozenset) and
 ``schema_error(schema) -> str`` (why a lone schema does not compile, or '').
 """
@@ -22,8 +24,10 @@ from typing import Any
 
 import attrs
 
+from kvgate.core.fence.cancel import checkpoint
 from kvgate.core.fence.schema import tool_parameters
 from kvgate.core.fence.schema_check import check_schema
+from kvgate.core.fence.schema_limits import check_limits
 from kvgate.core.fence.schema_normalize import Rules, normalize
 from kvgate.core.fence.schema_refs import bound_recursion
 from kvgate.core.types import ChatRequest, ResponseFormat
@@ -71,6 +75,7 @@ class SchemaPreparer:
             if hit is not None:
                 self.cache.move_to_end(key)
                 return hit
+        checkpoint()
         prepared = self._prepare(schema, where, param)
         if prepared.relaxed:
             log.warning("%s: schema relaxed for the grammar engine: %s", where, "; ".join(prepared.relaxed))
@@ -81,11 +86,15 @@ class SchemaPreparer:
         return prepared
 
     def _prepare(self, schema: Any, where: str, param: str) -> Prepared:
+        check_limits(schema, where, param)  # before any costly work
         check_schema(schema, where, param)
+        checkpoint()
         rules = Rules(frozenset(getattr(self.backend, "unsupported_keywords", ())), getattr(self.backend, "formats", None),
                       self.max_pattern_chars, self.pattern_error)
         out = normalize(schema, rules)
-        out, recursive = bound_recursion(out, self.depth, where)
+        checkpoint()
+        out, recursive = bound_recursion(out, self.depth, where, param)
+        checkpoint()
         if recursive:
             rules.notes.append(f"recursive $ref unrolled {self.depth} levels deep (any value below)")
         error = self.schema_error(out)
@@ -103,6 +112,7 @@ class SchemaPreparer:
         with self.lock:
             if pattern in self.patterns:
                 return self.patterns[pattern]
+        checkpoint()  # each probe is a compile: a cancelled build stops between them
         error = self.schema_error({"type": "string", "pattern": pattern})
         error = error.splitlines()[0] if error else ""
         with self.lock:

@@ -6,6 +6,9 @@ fails inside the grammar engine at generation time. Every reference target that 
 cycle is copied once per level into ``$defs``; a reference at the last level becomes ``{}`` (any
 value). The result admits a superset of the original, and only structures nested deeper than
 ``depth`` levels differ. Non-recursive references are left as they are.
+
+Cycles are found as strongly connected components of the reference graph (linear time), and the
+unrolled copy is held to the schema size limit, so a hostile web of references costs little.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import unquote
 
 from kvgate.core.fence.errors import FenceRequestError
+from kvgate.core.fence.schema_limits import MAX_SCHEMA_NODES, SchemaTooLarge
 
 DEF_KEYS = ("$defs", "definitions")
 
@@ -52,38 +56,83 @@ def refs_in(node: Any) -> Iterator[str]:
             yield from refs_in(item)
 
 
-def reach(root: Any, where: str) -> dict[str, set[str]]:
-    """For every pointer reachable from the root: the pointers reachable from it."""
-    edges: dict[str, set[str]] = {}
-    todo = [""] + list(refs_in(root))
+def reference_graph(root: Any, where: str) -> dict[str, list[str]]:
+    """For every pointer reachable from the root (``""``): the pointers its target refers to."""
+    edges: dict[str, list[str]] = {}
+    todo = [""]
     while todo:
         pointer = todo.pop()
         if pointer in edges:
             continue
-        edges[pointer] = set(refs_in(resolve(root, pointer, where)))
+        edges[pointer] = list(dict.fromkeys(refs_in(resolve(root, pointer, where))))
         todo.extend(edges[pointer])
-    closure = {p: set(targets) for p, targets in edges.items()}
-    for _ in range(len(closure)):
-        grown = False
-        for targets in closure.values():
-            extra = set().union(*(closure[t] for t in targets)) - targets
-            if extra:
-                targets |= extra
-                grown = True
-        if not grown:
+    return edges
+
+
+def cycle_groups(edges: dict[str, list[str]]) -> dict[str, int]:
+    """pointer -> its strongly connected component, for the pointers that take part in a cycle.
+
+    Tarjan's algorithm, iterative (a chain of thousands of references must not hit the recursion
+    limit): linear in pointers and references.
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: dict[str, int] = {}
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(edges[target])))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                _close_component(node, stack, on_stack, edges, groups)
+    return groups
+
+
+def _close_component(head: str, stack: list[str], on_stack: set[str], edges: dict[str, list[str]],
+                     groups: dict[str, int]) -> None:
+    """Pop ``head``'s component off the stack; record it when it is a cycle (two or more members,
+    or one that refers to itself)."""
+    members = []
+    while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        members.append(member)
+        if member == head:
             break
-    return closure
+    if len(members) > 1 or head in edges[head]:
+        group = len(groups)
+        for member in members:
+            groups[member] = group
 
 
-def bound_recursion(schema: Any, depth: int, where: str) -> tuple[Any, bool]:
+def bound_recursion(schema: Any, depth: int, where: str, param: str = "tools") -> tuple[Any, bool]:
     """(schema with recursion unrolled ``depth`` levels deep, whether anything was recursive)."""
     if not isinstance(schema, dict) or "$ref" not in repr(schema):
         return schema, False
-    closure = reach(schema, where)
-    cyclic = {p for p, targets in closure.items() if p in targets}
-    if not cyclic:
+    groups = cycle_groups(reference_graph(schema, where))
+    if not groups:
         return schema, False
-    writer = _Unroller(schema, closure, cyclic, depth, where)
+    writer = _Unroller(schema, groups, depth, where, param)
     out = writer.copy(schema, "", 0)
     out.pop("$defs", None)
     out.pop("definitions", None)
@@ -92,16 +141,22 @@ def bound_recursion(schema: Any, depth: int, where: str) -> tuple[Any, bool]:
 
 
 class _Unroller:
-    def __init__(self, root, closure, cyclic, depth, where):
-        self.root, self.closure, self.cyclic, self.depth, self.where = root, closure, cyclic, depth, where
+    def __init__(self, root, groups, depth, where, param):
+        self.root, self.groups, self.depth, self.where, self.param = root, groups, depth, where, param
         self.names: dict[tuple[str, int], str] = {}
         self.defs: dict[str, Any] = {}
+        self.nodes = 0  # nodes written, held to MAX_SCHEMA_NODES
 
     def same_cycle(self, a: str, b: str) -> bool:
-        return a in self.closure.get(b, ()) and b in self.closure.get(a, ())
+        group = self.groups.get(a)
+        return group is not None and group == self.groups.get(b)
 
     def copy(self, node: Any, owner: str, level: int) -> Any:
         """``node`` (inside the target ``owner`` at ``level``) with references renamed."""
+        self.nodes += 1
+        if self.nodes > MAX_SCHEMA_NODES:
+            raise SchemaTooLarge(self.where, f"unrolled recursion of more than {MAX_SCHEMA_NODES} nodes "
+                                 f"(the limit of an unrolled schema)", self.param)
         if isinstance(node, list):
             return [self.copy(item, owner, level) for item in node]
         if not isinstance(node, dict):
@@ -120,7 +175,7 @@ class _Unroller:
 
     def target(self, pointer: str, owner: str, level: int) -> Optional[str]:
         """The ``$defs`` reference for ``pointer`` seen from ``owner``; None past the depth."""
-        level = level + 1 if pointer in self.cyclic and self.same_cycle(pointer, owner) else 0
+        level = level + 1 if self.same_cycle(pointer, owner) else 0
         if level >= self.depth:
             return None
         key = (pointer, level)

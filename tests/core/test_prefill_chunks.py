@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import pytest
 
@@ -48,8 +49,10 @@ def recorded_forwards(smollm2_runtime_bf16, monkeypatch):
     return forwards
 
 
-def run_engine(runtime, **config):
-    engine = Engine(runtime, EngineConfig(prefill_chunk=128, **config))
+def run_engine(runtime, prefill_slice_s=None, **config):
+    """An engine with chunks of 128; unpaced unless ``prefill_slice_s`` is given, so that forward
+    sizes follow the config alone."""
+    engine = Engine(runtime, EngineConfig(prefill_chunk=128, **config), prefill_slice_s=prefill_slice_s)
     engine.start()
     return engine
 
@@ -126,3 +129,52 @@ def test_cancelling_stops_a_one_forward_prefill_between_layers(smollm2_runtime_b
         assert len(wait_done(submit(engine, prompt_of(runtime, 100))[1])) == 2  # and the engine goes on
     finally:
         engine.stop()
+
+
+def test_waiting_prompts_take_turns_one_chunk_each(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    engine = Engine(runtime, EngineConfig(prefill_chunk=128, prefill_alone=4096), prefill_slice_s=None)
+    _, long_inbox = submit(engine, prompt_of(runtime, 600))
+    _, short_inbox = submit(engine, prompt_of(runtime, 20))  # both wait before the first turn
+    engine.start()
+    try:
+        wait_done(short_inbox)
+        assert long_inbox.qsize() == 0  # the short one finished while the long one still prefilled
+        wait_done(long_inbox)
+    finally:
+        engine.stop()
+    assert recorded_forwards[:3] == [128, 20, 128] and sum(recorded_forwards) == 620
+
+
+def test_a_short_prompt_arriving_during_a_long_prefill_finishes_first(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    engine = run_engine(runtime, prefill_slice_s=0.1, prefill_alone=8192)
+    try:
+        _, long_inbox = submit(engine, prompt_of(runtime, 3000))
+        assert recorded_forwards.started.wait(timeout=60)
+        started = time.monotonic()
+        _, short_inbox = submit(engine, prompt_of(runtime, 8))
+        assert len(wait_done(short_inbox)) == 2
+        short_took = time.monotonic() - started
+        assert long_inbox.qsize() == 0  # the long one has not even sent its first token
+        wait_done(long_inbox)
+        long_took = time.monotonic() - started
+    finally:
+        engine.stop()
+    print(f"forwards {list(recorded_forwards)}; short {short_took:.2f} s, long {long_took:.2f} s after it")
+    assert max(recorded_forwards) < 3000 and recorded_forwards[0] == 128  # paced, from chunk size until measured
+    assert short_took < long_took / 2
+
+
+def test_paced_chunks_give_the_same_tokens_as_one_forward(smollm2_runtime_bf16, recorded_forwards):
+    runtime = smollm2_runtime_bf16
+    prompt = prompt_of(runtime, 1500)
+    outputs = []
+    for slice_s in (None, 0.02):
+        engine = run_engine(runtime, prefill_slice_s=slice_s, prefill_alone=4096)
+        try:
+            outputs.append(wait_done(submit(engine, prompt, max_tokens=12)[1]))
+        finally:
+            engine.stop()
+    assert recorded_forwards[0] == 1500 and len(recorded_forwards) > 3  # one forward, then many paced ones
+    assert outputs[0] == outputs[1]  # split-invariant: chunk boundaries do not change the result
