@@ -22,10 +22,12 @@ from kvgate.core.errors import KvgateError
 from kvgate.core.http import openai_error_body, protocol_router
 from kvgate.core.keyring import Keyring
 from kvgate.core.metrics import Metrics
-from kvgate.core.model_loading import load_runtime
+from kvgate.core.model_loading import load_runtime, on_passing_thread
 from kvgate.core.pipeline import Pipeline
 from kvgate.core.plugins import build_plugin_manager, collect
+from kvgate.core.progress import BOARD
 from kvgate.core.request_log import RequestLogMiddleware
+from kvgate.core.request_trace import build_observers
 from kvgate.core.server import ServerContext
 from kvgate.core.tokenizer import TokenizerService
 
@@ -124,7 +126,7 @@ def operations_routes(ctx: ServerContext) -> list:
     def health() -> dict[str, Any]:
         engine = ctx.pipeline.engine
         return {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load(),
-                "kv_pool": engine.runtime.pool_stats()}
+                "kv_pool": engine.runtime.pool_stats(), "progress": BOARD.in_flight()}
 
     @get("/metrics", sync_to_thread=False)
     def metrics() -> Response:
@@ -148,7 +150,8 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
     config = config or read_config()
     pm = pm or build_plugin_manager(disabled=config.plugins.disabled)
     bind_plugin_sections(config, pm)
-    ctx = build_context(config, pm)
+    ctx = on_passing_thread(lambda: build_context(config, pm))  # the model loads off the main thread
+    ctx.pipeline.observers = build_observers(ctx, pm)
     handlers = operations_routes(ctx)
     adapters = collect(pm, "register_adapters", "adapter")
     for name in adapters.names():

@@ -151,3 +151,18 @@ def register_config_sections(register):
     ``config.section(section_name)``. A name used by a core section or by another plugin is an
     error. Returns nothing.
     """
+
+
+@hookspec
+def register_request_observers(register):
+    """Called once when the app is built, to collect observers of finished requests (e.g. tracing).
+
+    Call ``register(name, build_observer)``: ``build_observer(ctx)`` receives the
+    :class:`kvgate.core.server.ServerContext` (read your config section with
+    ``ctx.config.section(name)``) and returns None (nothing to observe under this config) or an
+    object implementing :class:`kvgate.core.request_trace.RequestObserver`, whose
+    ``request_finished(trace)`` the pipeline calls on the event loop when each generating request
+    ends, with a :class:`kvgate.core.request_trace.RequestTrace` of its stages (tokenize, fence
+    build, cache lookup, restore, prefill, decode) and cache outcome. With no observer built, no
+    request records a trace. Returns nothing.
+    """

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 import time
 import uuid
@@ -30,6 +31,7 @@ from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, Tok
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
 from kvgate.core.recent_requests import RecentRequests, decode_rate
 from kvgate.core.request_recorder import recorder_for
+from kvgate.core.request_trace import RequestObserver, RequestTrace
 from kvgate.core.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
 from kvgate.core.stop_strings import StopStringScanner
@@ -42,6 +44,7 @@ from kvgate.core.types import (
 )
 
 HEARTBEAT_SECONDS = 5.0
+log = logging.getLogger("kvgate")
 
 
 class Pipeline:
@@ -63,6 +66,7 @@ class Pipeline:
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
         self.recorder = recorder_for(config.server.record_path)
         self.recent_requests = RecentRequests()  # read by the cache page
+        self.observers: list[RequestObserver] = []  # register_request_observers (set by the app)
         self.sampling_defaults = SamplingDefaults.build(config.sampling, runtime.info.sampling_defaults)
 
     @property
@@ -152,10 +156,21 @@ class Pipeline:
         """
         return self._started(request)
 
+    def new_trace(self, request: ChatRequest) -> Optional[RequestTrace]:
+        """A trace of ``request`` for the observers; None (and no marks anywhere) without any."""
+        if not self.observers:
+            return None
+        sampling = request.sampling
+        return RequestTrace(request.request_id, request.model, request.tenant.name, sampling.max_tokens,
+                            sampling.temperature)
+
     async def _started(self, request: ChatRequest) -> AsyncIterator[Event]:
+        trace = self.new_trace(request)
         prompt = await self.prompt_tokens(request)
+        if trace is not None:
+            trace.mark("tokenized")
         max_tokens = self._max_tokens(request, self._check_fits(prompt))
-        events = self._events(request, prompt, max_tokens)
+        events = self._events(request, prompt, max_tokens, trace)
         try:
             async for event in events:
                 yield event
@@ -170,12 +185,16 @@ class Pipeline:
         admit = getattr(self.fence_builder, "admit", None)
         return await admit(request) if admit is not None else self.fence_builder(request)
 
-    async def _events(self, request: ChatRequest, prompt: list[int], max_tokens: int) -> AsyncIterator[Event]:
+    async def _events(self, request: ChatRequest, prompt: list[int], max_tokens: int,
+                      trace: Optional[RequestTrace] = None) -> AsyncIterator[Event]:
         fence = await self.admit_fence(request)
+        if trace is not None and fence is not None:
+            trace.mark("fenced")
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m),
                              fence)
+        seq.trace = trace
         self.submit(seq)
         run = _Run(self, request, seq)
         try:
@@ -252,6 +271,7 @@ class _Run:
 
     def handle(self, message) -> list[Event]:
         if isinstance(message, PrefillDone):
+            self.seq.mark("prefilled")
             self.usage.cached_tokens_device = message.cached_device
             self.usage.cached_tokens_ssd = message.cached_ssd
             return []
@@ -309,10 +329,12 @@ class _Run:
         self.issues.append(ParseIssue(message))
         return message
 
-    def record(self, reason: str, interventions: int) -> None:
+    def record(self, reason: str, interventions: int, error: Optional[str] = None) -> None:
         if self.recorded:
             return
         self.recorded = True
+        if self.seq.trace is not None:
+            self.observe(reason, error)
         self.pipeline.metrics.request_finished(
             reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
             self.usage.completion_tokens, interventions, len(self.issues))
@@ -326,6 +348,19 @@ class _Run:
         if recorder is not None:
             recorder.record(self.seq.namespace, self.seq.prompt, self.output, self.usage.cached_tokens_device,
                             self.usage.cached_tokens_ssd, reason, self.first_token_s)
+
+    def observe(self, reason: str, error: Optional[str]) -> None:
+        trace = self.seq.trace
+        trace.mark("finished")
+        if self.seq.plan is not None:
+            trace.note_plan(self.seq.plan)
+        trace.prompt_tokens, trace.completion_tokens = self.usage.prompt_tokens, self.usage.completion_tokens
+        trace.finish_reason, trace.error = reason, error
+        for observer in self.pipeline.observers:
+            try:
+                observer.request_finished(trace)
+            except Exception:  # an observer's bug must not fail the request it watched
+                log.exception("request observer %r failed", observer)
 
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []
@@ -347,7 +382,7 @@ class _Run:
             reason = "error"
         elif self.open_calls and reason != "cancelled" and (reason != "length" or self.output_went_on):
             reason, error = "error", self._unfinished_call()
-        self.record(reason, done.guard_interventions)
+        self.record(reason, done.guard_interventions, error)
         usage = self.pipeline.reported(self.usage)
         relaxed = list(getattr(self.seq.fence, "relaxed", None) or [])
         events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error,

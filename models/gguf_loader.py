@@ -139,7 +139,8 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
                             add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))
     progress.stage(f"dequantizing {len(reader.tensors)} tensors")
     tensors = {}
-    for tensor in reader.tensors:
+    for index, tensor in enumerate(reader.tensors):
+        progress.count("tensors dequantized", index, len(reader.tensors))
         kept = int4 and _kept_4bit(tensor, config)
         if kept:
             tensors.update(kept)

@@ -1,4 +1,5 @@
-"""Stage-by-stage progress of a model load, as log lines (stderr when logging is not configured)."""
+"""Stage-by-stage progress of a model load, as log lines (stderr when logging is not configured);
+a long stage (a conversion's tensors) also logs its count at each quarter."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import time
 
 logger = logging.getLogger("kvgate.models")
+QUARTERS = 4
 
 
 class Progress:
@@ -15,7 +17,14 @@ class Progress:
         self.started = time.perf_counter()
 
     def stage(self, name: str) -> None:
-        line = f"loading {self.what}: {name} ({time.perf_counter() - self.started:.1f} s)"
+        self.say(f"loading {self.what}: {name} ({time.perf_counter() - self.started:.1f} s)")
+
+    def count(self, name: str, done: int, total: int) -> None:
+        """``done`` of ``total`` items of the stage ``name`` are through: logged at each quarter."""
+        if total >= QUARTERS and 0 < done < total and done * QUARTERS // total > (done - 1) * QUARTERS // total:
+            self.say(f"loading {self.what}: {name}: {done}/{total} ({time.perf_counter() - self.started:.1f} s)")
+
+    def say(self, line: str) -> None:
         if logging.getLogger().hasHandlers() or logger.hasHandlers():
             logger.info(line)
         else:

@@ -27,6 +27,7 @@ from kvgate.core.cache.restore_pool import RestorePool
 from kvgate.core.cache.snapshot import BadChunk
 from kvgate.core.cache.tiers import Tiers
 from kvgate.core.config import Config
+from kvgate.core.progress import BOARD, LONG_WORK_TOKENS
 from kvgate.core.runtime import ModelRuntime, Session
 
 log = logging.getLogger("kvgate.cache")
@@ -92,15 +93,22 @@ class CacheManager(Restores, Residency):
             return
         started = time.perf_counter()
         tier = plan.backup
+        tokens, read = plan.cached_tokens, False
+        operation = BOARD.start("ssd_restore", f"{plan.source} snapshot {plan.snapshot.id}", tokens) \
+            if tokens >= LONG_WORK_TOKENS else None  # a long read shows on /health while it runs
         try:
             plan.payload = tier.read(plan.snapshot, plan.cached_tokens)
-            plan.needs_load = False
+            plan.needs_load, read = False, True
         except BadChunk as exc:
             tier.drop_bad(plan.snapshot, str(exc), exc.key)
             plan.go_resident()
         except Exception as exc:  # e.g. out of memory: compute instead, keep the snapshot
             log.warning("%s cache: reading %s failed (%s); computing instead", plan.source, plan.snapshot.id, exc)
             plan.go_resident()
+        finally:
+            if operation is not None:
+                BOARD.advance(operation, tokens if read else 0)
+                BOARD.finish(operation, "done" if read else "failed")
         plan.restore_seconds += time.perf_counter() - started
 
     # --- sessions ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ class ColdPlan:
     tokens: list[int]
     cache_key: Optional[str]
     source: str = "cold"
+    hit_type: str = "miss"
     cached_tokens: int = 0
     cached_device: int = 0
     cached_ssd: int = 0

@@ -5,7 +5,9 @@
 - ``tiers``: each cache tier's bytes, capacity and entries (the tier's own ``stats()``), and for
   operators the requests looked up in it and served from it;
 - ``requests``: the most recent finished requests (``Pipeline.recent_requests``), newest first;
-- ``almost_hits``: lookups that forked late inside a stored sequence, with the text on either side.
+- ``almost_hits``: lookups that forked late inside a stored sequence, with the text on either side;
+- ``progress``: long operations in flight (a long prompt's cold prefill, an SSD restore) with their
+  done and total (:mod:`kvgate.core.progress`, as ``/health`` lists them).
 
 Scoping follows the rest of the server: a tenant sees only its own requests, with cached tokens
 rounded as its responses' usage is, unless its key may read ``/metrics`` (an operator: every key of a
@@ -20,6 +22,7 @@ from typing import Any, Optional
 
 from kvgate.core.model_runtimes import choose_runtime, collect_runtimes
 from kvgate.core.model_sources import default_model_path, read_model_source
+from kvgate.core.progress import BOARD
 from kvgate.core.recent_requests import RequestSummary
 from kvgate.core.tenants import Tenant
 from kvgate.core.types import Usage
@@ -133,4 +136,4 @@ def overview(ctx, tenant: Tenant, operator: bool, limit: int, facts: dict[str, A
     return {"model": facts, "tenant": tenant.name, "operator": operator,
             "tiers": tier_rows(ctx, counters=operator),
             "requests": request_rows(ctx, tenant, exact=operator, limit=limit),
-            "almost_hits": almost_hits(ctx, tenant)}
+            "almost_hits": almost_hits(ctx, tenant), "progress": BOARD.in_flight()}

@@ -118,8 +118,22 @@ function renderAlmostHits(items) {
   $("no-almost-hits").hidden = blocks.length > 0;
 }
 
+function renderProgress(operations) {
+  const rows = operations.map((op) => {
+    const share = op.total ? Math.min(100, (100 * op.done) / op.total) : 0;
+    const bar = el("div", { class: "bar", title: `${count(op.done)} of ${count(op.total)} ${op.unit}` });
+    bar.append(part("used", share));
+    return el("div", { class: "operation", "data-operation-kind": op.kind },
+      el("div", { class: "where", text: `${op.kind} · ${op.what} · ${seconds(op.elapsed_s)}` }),
+      el("div", { class: "tokens" }, bar, el("span", { text: `${count(op.done)} / ${count(op.total)} ${op.unit}` })));
+  });
+  $("progress").replaceChildren(...rows);
+  $("progress-card").hidden = rows.length === 0;
+}
+
 function render(data) {
   renderModel(data.model);
+  renderProgress(data.progress || []);
   renderTiers(data.tiers);
   renderRequests(data.requests, data);
   renderAlmostHits(data.almost_hits);
