@@ -15,7 +15,7 @@ parameter's key is held back until the next tag says whether it stands alone).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from kvgate.core.dialect import CallIdFactory
 from kvgate.core.types import Tool, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
@@ -23,7 +23,7 @@ from kvgate.dialects._args import (
     ArgsBuilder, ToolIndex, is_json_string, is_string_schema, param_schema, quote, typed_value,
 )
 from kvgate.dialects._typing import admits_no_string, escaped_json_value, flagged_string_value, json_object, reads_as
-from kvgate.dialects._stream import StateParser
+from kvgate.dialects._stream import NEED_MORE, StateParser
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 WRAPPER_KEYS = ("arguments", "input")
@@ -45,6 +45,19 @@ class TagCallParser(StateParser):
         self.value_mode = "none"
         self.held: Optional[tuple[str, str, Optional[str], str]] = None  # a wrapper parameter, held back
         super().__init__()
+
+    def expect_any(self, options: list[tuple[str, Any]]) -> object:
+        """The state paired with the first literal of ``options`` (literal, state) the buffer opens
+        with (consumed, and kept in ``raw``); NEED_MORE while that is undecided; None for none."""
+        for literal, state in options:
+            before = self.buf
+            got = self.expect(literal)
+            if got is NEED_MORE:
+                return NEED_MORE
+            if got is True:
+                self.raw += before[: len(before) - len(self.buf)]
+                return state
+        return None
 
     def start_state(self):
         return {"content": self.content, "reasoning": self.reasoning_text,

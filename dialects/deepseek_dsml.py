@@ -332,21 +332,10 @@ class DsmlParser(TagCallParser):
             return self.content
         return self.block_body
 
-    def _expect_any(self, options) -> object:
-        for literal, state in options:
-            before = self.buf
-            got = self.expect(literal)
-            if got is NEED_MORE:
-                return NEED_MORE
-            if got is True:
-                self.raw += before[: len(before) - len(self.buf)]
-                return state
-        return None
-
     def block_body(self) -> bool:
         if self.final and not self.buf.strip():
             return False
-        state = self._expect_any([(self.invoke_open, self.invoke_name), (self.block_close, self.content)])
+        state = self.expect_any([(self.invoke_open, self.invoke_name), (self.block_close, self.content)])
         if state is NEED_MORE:
             return False
         if state is None:
@@ -371,7 +360,7 @@ class DsmlParser(TagCallParser):
     def invoke_body(self) -> bool:
         if self.final and not self.buf.strip():
             return False
-        state = self._expect_any([(self.param_open, self.param_head), (self.invoke_close, "end")])
+        state = self.expect_any([(self.param_open, self.param_head), (self.invoke_close, "end")])
         if state is NEED_MORE:
             return False
         if state is None:

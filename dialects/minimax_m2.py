@@ -252,21 +252,10 @@ class MinimaxParser(NewlineThinkStates, TagCallParser):
     def after_call(self):
         return self.block_body
 
-    def _expect_any(self, options) -> object:
-        for text, state in options:
-            before = self.buf
-            got = self.expect(text)
-            if got is NEED_MORE:
-                return NEED_MORE
-            if got is True:
-                self.raw += before[: len(before) - len(self.buf)]
-                return state
-        return None
-
     def block_body(self) -> bool:
         if self.final and not self.buf.strip():
             return False
-        state = self._expect_any([(INVOKE_OPEN, self.invoke_name), (BLOCK_CLOSE, self.content)])
+        state = self.expect_any([(INVOKE_OPEN, self.invoke_name), (BLOCK_CLOSE, self.content)])
         if state is NEED_MORE:
             return False
         if state is None:
@@ -294,7 +283,7 @@ class MinimaxParser(NewlineThinkStates, TagCallParser):
     def invoke_body(self) -> bool:
         if self.final and not self.buf.strip():
             return False
-        state = self._expect_any([(PARAM_OPEN, self.param_key), (INVOKE_CLOSE, "end")])
+        state = self.expect_any([(PARAM_OPEN, self.param_key), (INVOKE_CLOSE, "end")])
         if state is NEED_MORE:
             return False
         if state is None:
