@@ -20,6 +20,7 @@ from kvgate.models.cpu_kernels.int4 import int4_kernel
 from kvgate.models.cpu_kernels.int8 import int8_kernel
 from kvgate.models.cpu_kernels.rms_norm import rms_norm_kernel
 from kvgate.models.invariant_attention import InvariantAttention
+from kvgate.models.invariant_linear import invariant_linear
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
@@ -28,9 +29,6 @@ from kvgate.models.quant_linear import DENSE_ROWS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
-# the fewest rows a dense product runs with in deterministic mode (else 2): measured with torch
-# 2.13's MKL, fp32 rounds differently below 12 rows (but for 4 and 8), bf16 at one row
-INVARIANT_ROWS = {torch.float32: 12}
 
 
 class LlamaForward:
@@ -50,14 +48,10 @@ class LlamaForward:
 
     def _linear(self, x: torch.Tensor, weight, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """F.linear, or a quantized weight's own (:mod:`kvgate.models.quant_linear`); in deterministic
-        mode fewer rows than :data:`INVARIANT_ROWS` are padded with zero rows (the math library
-        takes other paths for few rows, and they round differently)."""
+        mode a dense product's rows are computed alike in every call (:mod:`kvgate.models.invariant_linear`)."""
         if not isinstance(weight, torch.Tensor):
             return linear(x, weight, bias, None if self.deterministic else DENSE_ROWS)
-        rows, least = x.shape[0], INVARIANT_ROWS.get(x.dtype, 2)
-        if self.deterministic and rows < least:
-            return F.linear(F.pad(x, (0, 0, 0, least - rows)), weight, bias)[:rows]
-        return F.linear(x, weight, bias)
+        return invariant_linear(x, weight, bias) if self.deterministic else F.linear(x, weight, bias)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if self.norm_kernel is not None and self.norm_kernel.takes(x, weight):

@@ -5,8 +5,8 @@ K/V are there already) and read the whole context back by slot; their queries ca
 ``sigmoid(gate)`` and both q and k an RMSNorm per head before partial RoPE. Linear-attention layers
 advance each session's :class:`~.linear_state.LayerState` (:mod:`.linear_attention`). Norms are
 zero-centred RMSNorms computed in fp32 (``x * rsqrt(mean(x^2) + eps) * (1 + w)``). In deterministic
-mode attention is :mod:`kvgate.models.invariant_attention`'s and a product of fewer rows than
-:data:`~kvgate.models.llama.forward.INVARIANT_ROWS` is padded, as in the Llama forward.
+mode attention is :mod:`kvgate.models.invariant_attention`'s and dense products are
+:mod:`kvgate.models.invariant_linear`'s, as in the Llama forward.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.llama.forward import INVARIANT_ROWS
+from kvgate.models.invariant_linear import invariant_linear
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.qwen3_5.arch import Qwen35Arch
 from kvgate.models.qwen3_5.elementwise import invariant
@@ -53,10 +53,7 @@ class Qwen35Forward:
                        for i, layer in enumerate(weights.layers) if layer.linear is not None}
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        rows, least = x.shape[0], INVARIANT_ROWS.get(x.dtype, 2)
-        if self.deterministic and rows < least:
-            return F.linear(F.pad(x, (0, 0, 0, least - rows)), weight)[:rows]
-        return F.linear(x, weight)
+        return invariant_linear(x, weight) if self.deterministic else F.linear(x, weight)
 
     def _norm(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         return (F.rms_norm(x.float(), scale.shape, eps=self.arch.rms_eps) * scale).to(x.dtype)

@@ -76,7 +76,8 @@ def test_grouped_moe_equals_the_per_token_reference(name):
         weights.correction_bias = None
     x = torch.randn(11, HIDDEN, generator=torch.Generator().manual_seed(7))
     got = moe_mlp(x, config, weights)
-    assert torch.allclose(got, reference(x, config, weights), atol=1e-5, rtol=0)
+    # fp32 sums taken in another order: within rounding of outputs as large as 41 (routed_scaling 2.5)
+    assert torch.allclose(got, reference(x, config, weights), atol=1e-5, rtol=1e-5)
     for row in (0, 5, 10):  # a batch runs each expert once over its tokens: same result as one token alone
         assert torch.allclose(moe_mlp(x[row:row + 1], config, weights)[0], got[row], atol=1e-5, rtol=0)
 
