@@ -121,6 +121,10 @@ class TokenizerCacheConfig:
     enable_l1: bool = True
     l0_max_entries: int = attrs.field(default=10_000, validator=_positive)
     l1_max_bytes: int = attrs.field(default=50 * 1024 * 1024, validator=_positive)
+    # a resent assistant turn keeps the ids the model sampled (the prefix cache then matches through
+    # it); off by default: the same request would then tokenize differently on a server that
+    # remembers the output than on one that does not, and cold and cached answers could differ
+    reuse_output_ids: bool = False
 
 
 @attrs.define

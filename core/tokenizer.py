@@ -174,6 +174,8 @@ class TokenizerService:
         """Remember ``output`` (sampled after ``prompt``) as the ids of the run a resent turn will
         hold: the prompt's tail after its last boundary token, then the output up to its stop
         token. Returns False for an output that cannot be such a run (nothing is kept)."""
+        if not self.config.reuse_output_ids:
+            return False
         loaded = self._loaded
         boundary_ids = frozenset(loaded.boundary_tokens.values())
         body = list(output)

@@ -16,7 +16,9 @@ from tests.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
 KEYS = {"alice": "key-alice", "bob": "key-bob", "ops": "key-ops"}
-QUESTION = {"role": "user", "content": "Describe a cat in JSON."}
+QUESTIONS = [{"role": "user", "content": text} for text in (
+    "Describe a cat in JSON.", "Describe a dog in JSON.", "Describe your best friend in JSON.",
+    "Describe a famous painter in JSON.", "Describe a house cat named Tom in JSON.")]
 THANKS = {"role": "user", "content": "Thanks."}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
           "required": ["name", "age"]}
@@ -25,7 +27,8 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     keys = [{"tenant": who, "key": key, "admin": who == "ops"} for who, key in KEYS.items()]
-    settings = {"server": {"keys": keys}, "cache": {"ssd_enabled": False, "cached_tokens_granularity": 1}}
+    settings = {"server": {"keys": keys}, "cache": {"ssd_enabled": False, "cached_tokens_granularity": 1},
+                "tokenizer_cache": {"reuse_output_ids": True}}
     with ServerProcess(tmp_path_factory.mktemp("output-ids"), settings) as running:
         yield running
 
@@ -56,19 +59,26 @@ def reused_tokens(server) -> float:
 
 @pytest.fixture(scope="module")
 def answer(server, smollm2_tokenizer) -> dict:
-    """Alice's greedy fenced answer; the test cannot pass by accident: its ids are not canonical."""
+    """Alice's greedy fenced answer to the first question whose sampled ids are not the canonical
+    tokenization of their text: the tests cannot pass by accident."""
     fence = {"type": "json_schema", "json_schema": {"name": "cat", "schema": SCHEMA}}
-    reply = chat(server, "alice", [QUESTION], max_tokens=48, logprobs=True, response_format=fence)
-    content = reply["choices"][0]["message"]["content"]
-    sampled = [token["token"] for token in reply["choices"][0]["logprobs"]["content"]]
-    canonical = [smollm2_tokenizer.decode([i]) for i in smollm2_tokenizer.encode(content, add_special_tokens=False).ids]
-    assert "".join(sampled) == content and sampled != canonical, "the sampled answer must fork from its tokenization"
-    return {"content": content, "usage": reply["usage"], "extra_ids": len(sampled) - len(canonical)}
+    tries = [(question, {}) for question in QUESTIONS] + [(QUESTIONS[0], {"temperature": 1.0, "seed": seed})
+                                                          for seed in range(8)]  # sampled: splits vary more
+    for question, sampling in tries:
+        reply = chat(server, "alice", [question], max_tokens=64, logprobs=True, response_format=fence, **sampling)
+        content = reply["choices"][0]["message"]["content"]
+        sampled = [token["token"] for token in reply["choices"][0]["logprobs"]["content"]]
+        canonical = [smollm2_tokenizer.decode([i]) for i in smollm2_tokenizer.encode(content, add_special_tokens=False).ids]
+        assert "".join(sampled) == content
+        if sampled != canonical:
+            return {"question": question, "content": content, "usage": reply["usage"],
+                    "extra_ids": len(sampled) - len(canonical)}
+    raise AssertionError("no question gave a sampled answer that forks from its tokenization")
 
 
 def test_a_resent_answer_hits_the_cache_through_the_whole_answer(server, answer):
     before = reused_tokens(server)
-    conversation = [QUESTION, {"role": "assistant", "content": answer["content"]}, THANKS]
+    conversation = [answer["question"], {"role": "assistant", "content": answer["content"]}, THANKS]
     follow_up = chat(server, "alice", conversation)["usage"]
     seen = answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"]
     assert follow_up["prompt_tokens_details"]["cached_tokens"] >= seen - 1
@@ -78,7 +88,7 @@ def test_a_resent_answer_hits_the_cache_through_the_whole_answer(server, answer)
 
 def test_another_tenant_gets_the_canonical_tokens(server, answer):
     before = reused_tokens(server)
-    conversation = [QUESTION, {"role": "assistant", "content": answer["content"]}, THANKS]
+    conversation = [answer["question"], {"role": "assistant", "content": answer["content"]}, THANKS]
     usage = chat(server, "bob", conversation)["usage"]
     assert usage["prompt_tokens"] == canonical_count(server, "bob", conversation)
     assert reused_tokens(server) == before
@@ -86,7 +96,7 @@ def test_another_tenant_gets_the_canonical_tokens(server, answer):
 
 def test_an_edited_answer_is_tokenized_canonically(server, answer):
     before = reused_tokens(server)
-    conversation = [QUESTION, {"role": "assistant", "content": "Here: " + answer["content"]}, THANKS]
+    conversation = [answer["question"], {"role": "assistant", "content": "Here: " + answer["content"]}, THANKS]
     usage = chat(server, "alice", conversation)["usage"]
     assert usage["prompt_tokens"] == canonical_count(server, "alice", conversation)
     assert usage["prompt_tokens_details"]["cached_tokens"] < answer["usage"]["prompt_tokens"] + 3

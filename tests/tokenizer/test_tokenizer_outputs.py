@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from kvgate.core.config import TokenizerCacheConfig
 from kvgate.core.tokenizer import TokenizerService
 from kvgate.core.tokenizer_outputs import OutputIdsRegistry
 
+REUSE = TokenizerCacheConfig(reuse_output_ids=True)
 HISTORY = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nName a road.<|im_end|>\n<|im_start|>assistant\n"
 FOLLOW_UP = "<|im_end|>\n<|im_start|>user\nAnother one.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -22,7 +24,7 @@ def metric(registry: CollectorRegistry, name: str) -> float:
 
 def test_a_resent_output_is_tokenized_as_sampled(smollm2_tokenizer):
     registry = CollectorRegistry()
-    service = TokenizerService(smollm2_tokenizer, registry=registry)
+    service = TokenizerService(smollm2_tokenizer, REUSE, registry=registry)
     prompt = service.encode(HISTORY)
     output = sampled_winding(smollm2_tokenizer)
     resent = HISTORY + " Winding road" + FOLLOW_UP
@@ -40,7 +42,7 @@ def test_a_resent_output_is_tokenized_as_sampled(smollm2_tokenizer):
 
 def test_other_namespaces_and_edited_text_are_tokenized_canonically(smollm2_tokenizer):
     registry = CollectorRegistry()
-    service = TokenizerService(smollm2_tokenizer, registry=registry)
+    service = TokenizerService(smollm2_tokenizer, REUSE, registry=registry)
     service.register_output("tenant-a", service.encode(HISTORY), sampled_winding(smollm2_tokenizer))
     resent = HISTORY + " Winding road" + FOLLOW_UP
     assert service.encode_prompt(resent, "tenant-b") == service.encode_uncached(resent)
@@ -50,7 +52,7 @@ def test_other_namespaces_and_edited_text_are_tokenized_canonically(smollm2_toke
 
 
 def test_outputs_that_cannot_be_one_run_are_not_registered(smollm2_tokenizer):
-    service = TokenizerService(smollm2_tokenizer)
+    service = TokenizerService(smollm2_tokenizer, REUSE)
     prompt = service.encode(HISTORY)
     im_start = smollm2_tokenizer.token_to_id("<|im_start|>")
     assert not service.register_output("ns", prompt, [im_start])  # nothing but a boundary token
@@ -76,3 +78,9 @@ def test_one_namespace_cannot_push_out_the_others():
         registry.add("busy", f"text {n}", [n])
     assert registry.get("quiet", "mine") == [7] and len(registry) == 3
     assert registry.get("busy", "text 2") is None and registry.get("busy", "text 4") == [4]
+
+
+def test_outputs_are_not_reused_unless_the_config_asks(smollm2_tokenizer):
+    service = TokenizerService(smollm2_tokenizer)  # the default: cold and cached prompts tokenize alike
+    prompt = service.encode(HISTORY)
+    assert not service.register_output("ns", prompt, service.encode("Winding road"))
