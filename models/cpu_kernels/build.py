@@ -83,18 +83,8 @@ def _compile(compiler: str, source: Path, target: Path) -> None:
 
 
 def checked_kernel(source_name: str, make: Callable[[ctypes.CDLL], Kernel],
-                   same_as_torch: Callable[[Kernel], bool], torch_capability: Optional[str] = None) -> Optional[Kernel]:
-    """``make(compiled source)`` where it computes what torch computes bit for bit here, else None.
-
-    ``torch_capability``: a kernel that mirrors one of torch's code paths (``"AVX2"``) is tried only
-    where torch dispatches to that path; elsewhere a probe can agree on random inputs and still
-    differ on real weights (seen on AVX-512: the int8 head)."""
-    import torch
-
-    if torch_capability is not None and torch.backends.cpu.get_cpu_capability() != torch_capability:
-        log.info("kernel %s not used: it mirrors torch's %s kernels, torch runs %s here", source_name,
-                 torch_capability, torch.backends.cpu.get_cpu_capability())
-        return None
+                   same_as_torch: Callable[[Kernel], bool]) -> Optional[Kernel]:
+    """``make(compiled source)`` where it computes what torch computes bit for bit here, else None."""
     lib = load(source_name)
     if lib is None:
         return None

@@ -61,4 +61,4 @@ def same_as_torch(kernel: Int4Gemm) -> bool:
 @functools.lru_cache(maxsize=None)
 def int4_kernel() -> Optional[Int4Gemm]:
     """The compiled kernel where it matches torch bit for bit on this machine, else None."""
-    return checked_kernel("int4_gemm.c", Int4Gemm, same_as_torch, torch_capability="AVX2")
+    return checked_kernel("int4_gemm.c", Int4Gemm, same_as_torch)

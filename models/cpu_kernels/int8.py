@@ -55,4 +55,4 @@ def same_as_torch(kernel: Int8Gemm) -> bool:
 @functools.lru_cache(maxsize=None)
 def int8_kernel() -> Optional[Int8Gemm]:
     """The compiled kernel where it matches torch bit for bit on this machine, else None."""
-    return checked_kernel("int8_gemm.c", Int8Gemm, same_as_torch, torch_capability="AVX2")
+    return checked_kernel("int8_gemm.c", Int8Gemm, same_as_torch)
