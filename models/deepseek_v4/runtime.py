@@ -105,7 +105,7 @@ class DeepseekV4Runtime(ForwardPasses, LlamaRuntime):
     def export_chunk(self, session: Session, start: int, end: int) -> bytes:
         kv = self.export_state(session, start, end)
         aux = chunks.encode(session, self.raw_layout, start, end, self._tails_at(session, end))
-        return len(kv).to_bytes(8, "little") + len(aux).to_bytes(8, "little") + kv + aux
+        return self.framed_chunk(kv, aux)
 
     def _tails_at(self, session: Session, end: int) -> dict:
         if tail.covers(session, self.raw_layout, end):
@@ -117,16 +117,11 @@ class DeepseekV4Runtime(ForwardPasses, LlamaRuntime):
 
     @torch.inference_mode()
     def import_chunk(self, session: Session, tokens, data: bytes) -> None:
-        head = self.CHUNK_HEADER_BYTES
-        if len(data) < head:
-            raise ValueError(f"a chunk needs a {head}-byte header, got {len(data)} bytes")
-        kv_len, aux_len = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little")
-        if head + kv_len + aux_len != len(data):
-            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len + aux_len}")
-        start, end, view = session.length, session.length + len(tokens), memoryview(data)
-        arrays = chunks.decode(view[head + kv_len:], self.raw_layout, start, end, self.dtype)
+        kv, aux = self.chunk_parts(data)
+        start, end = session.length, session.length + len(tokens)
+        arrays = chunks.decode(aux, self.raw_layout, start, end, self.dtype)
         chunks.check_entries(session, self.raw_layout, start)
-        self.import_state(session, tokens, view[head:head + kv_len])
+        self.import_state(session, tokens, kv)
         chunks.install(session, self.raw_layout, arrays, end, self.device)
 
 

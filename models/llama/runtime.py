@@ -191,19 +191,29 @@ class LlamaRuntime(BlockTables, ModelRuntime):
         return length * self.state_bytes_per_token()
 
     def export_chunk(self, session: Session, start: int, end: int) -> bytes:
-        kv = self.export_state(session, start, end)
-        return len(kv).to_bytes(8, "little") + (0).to_bytes(8, "little") + kv
+        return self.framed_chunk(self.export_state(session, start, end))
 
     def import_chunk(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
+        kv, aux = self.chunk_parts(data)
+        if len(aux):
+            raise ValueError(f"a Llama chunk holds no auxiliary state, this one has {len(aux)} bytes")
+        self.import_state(session, tokens, kv)
+
+    @staticmethod
+    def framed_chunk(kv: bytes, aux: bytes = b"") -> bytes:
+        """A chunk: its header (u64 kv_len, u64 aux_len), the KV, then the auxiliary state."""
+        return len(kv).to_bytes(8, "little") + len(aux).to_bytes(8, "little") + kv + aux
+
+    def chunk_parts(self, data: bytes) -> tuple[memoryview, memoryview]:
+        """(KV, auxiliary state) of a chunk, its header checked against its length."""
         head = self.CHUNK_HEADER_BYTES
         if len(data) < head:
             raise ValueError(f"a chunk needs a {head}-byte header, got {len(data)} bytes")
         kv_len, aux_len = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little")
-        if aux_len:
-            raise ValueError(f"a Llama chunk holds no auxiliary state, this one has {aux_len} bytes")
-        if head + kv_len != len(data):
-            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len}")
-        self.import_state(session, tokens, memoryview(data)[head:])
+        if head + kv_len + aux_len != len(data):
+            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len + aux_len}")
+        view = memoryview(data)
+        return view[head:head + kv_len], view[head + kv_len:]
 
     def state_bytes_per_token(self) -> int:
         """Bytes of KV one token occupies (this runtime's per-token layout, under its chunks)."""

@@ -193,7 +193,7 @@ class Qwen35Runtime(LlamaRuntime):
     def export_chunk(self, session: Session, start: int, end: int) -> bytes:
         kv = self.export_state(session, start, end)
         aux = state_chunks.encode(self._states_at(session, end))
-        return len(kv).to_bytes(8, "little") + len(aux).to_bytes(8, "little") + kv + aux
+        return self.framed_chunk(kv, aux)
 
     def _states_at(self, session: Session, end: int) -> States:
         if end == session.length:
@@ -209,15 +209,9 @@ class Qwen35Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def import_chunk(self, session: Session, tokens, data: bytes) -> None:
-        head = self.CHUNK_HEADER_BYTES
-        if len(data) < head:
-            raise ValueError(f"a chunk needs a {head}-byte header, got {len(data)} bytes")
-        kv_len, aux_len = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little")
-        if head + kv_len + aux_len != len(data):
-            raise ValueError(f"chunk of {len(data)} bytes, its header describes {head + kv_len + aux_len}")
-        end, view = session.length + len(tokens), memoryview(data)
-        states = state_chunks.decode(view[head + kv_len:], self.arch, end, self.dtype, self.device)
-        self.import_state(session, tokens, view[head:head + kv_len])
+        kv, aux = self.chunk_parts(data)
+        states = state_chunks.decode(aux, self.arch, session.length + len(tokens), self.dtype, self.device)
+        self.import_state(session, tokens, kv)
         if tokens:
             self._settle(session, states, {})
 
