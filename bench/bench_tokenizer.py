@@ -23,7 +23,7 @@ import tracemalloc
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from kvgate.core.config import TokenizerCacheConfig  # noqa: E402
-from kvgate.core.tokenizer import TokenizerService  # noqa: E402
+from kvgate.core.tokenizer.service import TokenizerService  # noqa: E402
 from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf  # noqa: E402
 
 WORDS = ("the agent reads file src/main.py and calls tool grep with pattern TODO then edits function parse_args "

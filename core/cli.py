@@ -41,7 +41,7 @@ def serve(config_path, model, host, port, log_level) -> None:
     """Run the HTTP server."""
     import uvicorn
 
-    from kvgate.core.app import create_app
+    from kvgate.core.http.app import create_app
 
     overrides: dict = {"server": {}, "model": {}}
     if model:
@@ -58,7 +58,7 @@ def serve(config_path, model, host, port, log_level) -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"kvgate serving {config.model.name!r} on http://{config.server.host}:{config.server.port}", err=True)
-    from kvgate.core.shutdown import DrainingServer
+    from kvgate.core.http.shutdown import DrainingServer
 
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=5,
@@ -102,7 +102,7 @@ def plugins(config_path, as_json, no_model) -> None:
 
 def _runtimes(pm) -> dict:
     """Each model runtime, its plugin and the architectures it declares, by source kind."""
-    from kvgate.core.model_runtimes import collect_runtimes
+    from kvgate.core.loading.model_runtimes import collect_runtimes
 
     runtimes = collect_runtimes(pm)
     return {name: {"plugin": runtimes.owners[name], "architectures": {
@@ -111,9 +111,9 @@ def _runtimes(pm) -> dict:
 
 def _served_model(config, pm) -> dict:
     """The served model's dialect and chat format, from its config and template: no weights load."""
-    from kvgate.core.dialect_choice import build_chat_format
-    from kvgate.core.model_runtimes import choose_runtime, collect_runtimes
-    from kvgate.core.model_sources import default_model_path, read_model_source
+    from kvgate.core.loading.dialect_choice import build_chat_format
+    from kvgate.core.loading.model_runtimes import choose_runtime, collect_runtimes
+    from kvgate.core.loading.model_sources import default_model_path, read_model_source
 
     try:
         source = read_model_source(pm, config.model.path or default_model_path(pm))

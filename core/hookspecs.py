@@ -44,7 +44,7 @@ def register_dialects(register):
     Call ``register(name, dialect_factory)``: ``dialect_factory(**options)`` (``variant=`` from
     ``[model] dialect_variant``) returns an object implementing :class:`kvgate.core.dialect.Dialect`.
     The factory is usually the Dialect subclass, whose ``serves`` and ``variant_for`` say which
-    models it serves (see :mod:`kvgate.core.dialect_choice`). Returns nothing.
+    models it serves (see :mod:`kvgate.core.loading.dialect_choice`). Returns nothing.
     """
 
 
@@ -63,7 +63,7 @@ def register_chat_formats(register):
 def register_model_runtimes(register):
     """Called when a model is loaded and by ``kvgate plugins``, to collect model runtimes by name.
 
-    Call ``register(name, spec)`` with a :class:`kvgate.core.model_runtimes.RuntimeSpec` that
+    Call ``register(name, spec)`` with a :class:`kvgate.core.loading.model_runtimes.RuntimeSpec` that
     declares the architectures the runtime loads (Hugging Face ``model_type`` and ``architectures``,
     GGUF ``general.architecture``) and its ``load(source, model_config, engine_config, cache_dir)``,
     which receives a :class:`kvgate.core.runtime.ModelSource`, the ``[model]`` and ``[engine]``

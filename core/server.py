@@ -19,7 +19,7 @@ from kvgate.core.keyring import Keyring
 class ServerContext:
     """Everything a protocol adapter may use. Adapters never touch KV, tokens or model syntax.
 
-    ``pipeline`` is a :class:`kvgate.core.pipeline.Pipeline`:
+    ``pipeline`` is a :class:`kvgate.core.pipeline.pipeline.Pipeline`:
     ``pipeline.stream(request)`` is an async iterator of canonical events (``Started`` first,
     ``Finished`` last); it raises a :class:`kvgate.core.errors.KvgateError` before the first event
     when the request cannot run (the prompt is tokenized then). Closing the iterator early cancels

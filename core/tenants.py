@@ -1,6 +1,6 @@
 """Tenants: who a request comes from, decided by its API key, and what that scopes.
 
-A :class:`Tenant` is the result of authentication. The auth guard (:mod:`kvgate.core.http`) puts
+A :class:`Tenant` is the result of authentication. The auth guard (:mod:`kvgate.core.http.routing`) puts
 it on the connection; an adapter reads it there (:func:`tenant_of`) and copies it onto the
 :class:`~kvgate.core.types.ChatRequest` (:func:`scope_request`), and the pipeline derives the cache
 namespace from it (:func:`scoped_namespace`). Nothing about tenants is global state.

@@ -2,7 +2,7 @@
 
 Each reader says what a path holds without touching its weights: a directory's ``config.json``
 (``model_type`` and ``architectures``), a GGUF file's ``general.architecture`` header key. The host
-matches those names against what each runtime declares (see :mod:`kvgate.core.model_runtimes`).
+matches those names against what each runtime declares (see :mod:`kvgate.core.loading.model_runtimes`).
 """
 
 from __future__ import annotations

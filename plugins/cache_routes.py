@@ -44,7 +44,7 @@ def scoped(data: dict[str, Any], tenant, owners) -> dict[str, Any]:
 def build_routes(ctx) -> list:
     from litestar import Request, get
 
-    from kvgate.core.http import openai_error_body, protocol_router
+    from kvgate.core.http.routing import openai_error_body, protocol_router
     from kvgate.core.tenants import tenant_of
 
     @get(["/cache/diagnostics", "/v1/cache/diagnostics"], sync_to_thread=False)

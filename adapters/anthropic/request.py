@@ -14,7 +14,7 @@ from kvgate.adapters.anthropic.blocks import expect
 from kvgate.adapters.anthropic.messages import convert_messages
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, SamplingParams, Tool, ToolChoice
-from kvgate.core.sampling_defaults import unset_names
+from kvgate.core.pipeline.sampling_defaults import unset_names
 
 TOOL_CHOICE_MODES = {"auto": "auto", "any": "required", "tool": "named", "none": "none"}
 

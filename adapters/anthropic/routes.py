@@ -9,13 +9,13 @@ from litestar import Request, Response, head, post
 
 from kvgate.adapters.anthropic.billing import billing_mode
 from kvgate.adapters.anthropic.blocks import expect
-from kvgate.core.request_hints import apply_hints
+from kvgate.core.http.request_hints import apply_hints
 from kvgate.adapters.anthropic.errors import anthropic_error_body, error_message, error_type
 from kvgate.adapters.anthropic.message import fold_message
 from kvgate.adapters.anthropic.request import build_chat_request
 from kvgate.adapters.anthropic.stream import MessageStream, error_event
 from kvgate.core.errors import KvgateError
-from kvgate.core.http import protocol_router, read_json_object, sse_event, sse_response
+from kvgate.core.http.routing import protocol_router, read_json_object, sse_event, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
 MESSAGES_PATHS = ["/v1/messages", "/messages"]

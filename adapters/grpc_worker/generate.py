@@ -29,10 +29,10 @@ import attrs
 from smg_grpc_proto.generated import sglang_scheduler_pb2 as pb
 
 from kvgate.adapters.grpc_worker.request import check_options, fence_of, prompt_ids, sampling_of, token_budget
-from kvgate.core.detokenizer import IncrementalDetokenizer
+from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import make_generator
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone
-from kvgate.core.stop_strings import StopStringScanner
+from kvgate.core.pipeline.stop_strings import StopStringScanner
 
 
 class StopWatch:

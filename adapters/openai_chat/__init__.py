@@ -8,7 +8,7 @@ Routes, each also without the ``/v1`` prefix: ``POST /v1/chat/completions``, ``G
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.http import openai_error_body, protocol_router
+from kvgate.core.http.routing import openai_error_body, protocol_router
 
 ADAPTER_NAME = "chat_completions"
 

@@ -22,7 +22,7 @@ from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_response_format, convert_tool_choice, convert_tools
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, SamplingParams
-from kvgate.core.sampling_defaults import unset_names
+from kvgate.core.pipeline.sampling_defaults import unset_names
 
 
 def to_chat_request(body: dict, model: str, has_vision: bool, headers: Optional[Mapping[str, str]] = None,

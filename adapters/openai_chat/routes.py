@@ -20,7 +20,7 @@ from kvgate.adapters.openai_chat.render import ResponseMeta, generation_failed_m
 from kvgate.adapters.openai_chat.request import to_chat_request
 from kvgate.adapters.openai_chat.stream import ChunkRenderer
 from kvgate.core.errors import KvgateError
-from kvgate.core.http import read_json_object, sse_response
+from kvgate.core.http.routing import read_json_object, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
 

@@ -37,7 +37,7 @@ from kvgate.adapters.openai_chat.render import (
     merge_issues, usage_object, wire_tool_name,
 )
 from kvgate.core.errors import KvgateError
-from kvgate.core.http import openai_error_body, sse_event
+from kvgate.core.http.routing import openai_error_body, sse_event
 from kvgate.core.types import (
     Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd,
     ToolCallStart,

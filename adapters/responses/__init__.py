@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.http import openai_error_body, protocol_router
+from kvgate.core.http.routing import openai_error_body, protocol_router
 from kvgate.adapters.responses.http_routes import http_handlers
 from kvgate.adapters.responses.settings import ResponsesConfig
 from kvgate.adapters.responses.store import ResponseStore

@@ -23,8 +23,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from litestar import Request, Response, delete, get, post
 
 from kvgate.core.errors import NotFound
-from kvgate.core.http import read_json_object, sse_event, sse_response
-from kvgate.core.request_hints import apply_hints
+from kvgate.core.http.routing import read_json_object, sse_event, sse_response
+from kvgate.core.http.request_hints import apply_hints
 from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.compaction import compact
 from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call

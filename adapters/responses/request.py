@@ -18,7 +18,7 @@ import attrs
 
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams, Tool
-from kvgate.core.sampling_defaults import unset_names
+from kvgate.core.pipeline.sampling_defaults import unset_names
 from kvgate.adapters.responses.input_items import convert_input
 from kvgate.adapters.responses.tools import convert_tool_choice, convert_tools
 

@@ -30,7 +30,7 @@ import attrs
 import cattrs
 import diskcache
 
-from kvgate.core.disk_state import StateUnusable, open_or_set_aside
+from kvgate.core.cache.disk_state import StateUnusable, open_or_set_aside
 from kvgate.core.tenants import DEFAULT_TENANT
 from kvgate.core.types import Message, Tool
 

@@ -21,11 +21,11 @@ from typing import Any, Optional
 from litestar import WebSocket
 from litestar.exceptions import WebSocketDisconnect
 
-from kvgate.core.body import BodyLimits, parse_off_loop
+from kvgate.core.http.body import BodyLimits, parse_off_loop
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
-from kvgate.core.request_hints import apply_hints
-from kvgate.core.request_log import log_websocket_request
-from kvgate.core.http import json_text
+from kvgate.core.http.request_hints import apply_hints
+from kvgate.core.http.request_log import log_websocket_request
+from kvgate.core.http.routing import json_text
 from kvgate.core.tenants import tenant_of
 from kvgate.core.types import Usage
 from kvgate.adapters.responses.http_routes import CACHE_KEY_HEADER

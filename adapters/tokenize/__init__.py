@@ -9,14 +9,14 @@ Routes, each also without the ``/v1`` prefix:
   ``{"count": n, "max_model_len": int, "tokens": [int], "token_strs": [str] | null}``.
 * ``POST /v1/detokenize`` with ``{"model"?, "tokens": [int]}``; answer ``{"prompt": str}``.
 
-Both go through the server's :class:`kvgate.core.tokenizer.TokenizerService`, so they use and warm
+Both go through the server's :class:`kvgate.core.tokenizer.service.TokenizerService`, so they use and warm
 the same L0/L1 caches as generation. Bad input is a 400 in OpenAI error shape.
 """
 
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.http import openai_error_body, protocol_router
+from kvgate.core.http.routing import openai_error_body, protocol_router
 
 ADAPTER_NAME = "tokenize"
 

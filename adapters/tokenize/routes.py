@@ -11,7 +11,7 @@ from kvgate.adapters.openai_chat.fields import typed
 from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_tools
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.http import read_json_object
+from kvgate.core.http.routing import read_json_object
 from kvgate.core.types import ChatRequest
 
 

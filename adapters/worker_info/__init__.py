@@ -70,7 +70,7 @@ def loads(ctx) -> dict[str, Any]:
 def build_routes(ctx) -> list:
     from litestar import get
 
-    from kvgate.core.http import openai_error_body, protocol_router
+    from kvgate.core.http.routing import openai_error_body, protocol_router
 
     @get("/version", sync_to_thread=False)
     def version() -> dict[str, Any]:

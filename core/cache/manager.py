@@ -27,7 +27,7 @@ from kvgate.core.cache.restore_pool import RestorePool
 from kvgate.core.cache.snapshot import BadChunk
 from kvgate.core.cache.tiers import Tiers
 from kvgate.core.config import Config
-from kvgate.core.progress import BOARD, LONG_WORK_TOKENS
+from kvgate.core.observe.progress import BOARD, LONG_WORK_TOKENS
 from kvgate.core.runtime import ModelRuntime, Session
 
 log = logging.getLogger("kvgate.cache")

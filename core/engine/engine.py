@@ -29,7 +29,7 @@ from kvgate.core.engine.prefill_schedule import PREFILL_SLICE_S, PrefillPace, Pr
 from kvgate.core.engine.speculative import SpeculativeStep
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
 from kvgate.core.errors import KvgateError, Overloaded
-from kvgate.core.progress import BOARD
+from kvgate.core.observe.progress import BOARD
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate.engine")

@@ -1,6 +1,6 @@
-"""Long cold prefills on the progress board (:mod:`kvgate.core.progress`).
+"""Long cold prefills on the progress board (:mod:`kvgate.core.observe.progress`).
 
-A prompt with at least :data:`kvgate.core.progress.LONG_WORK_TOKENS` tokens left to compute after its cached prefix
+A prompt with at least :data:`kvgate.core.observe.progress.LONG_WORK_TOKENS` tokens left to compute after its cached prefix
 is put on the board at its first chunk and advanced after each one; it leaves the board when its
 prompt is in state, or when the sequence ends first (cancelled, failed). Called on the engine
 thread only.
@@ -9,7 +9,7 @@ thread only.
 from __future__ import annotations
 
 from kvgate.core.engine.sequence import Phase, Sequence
-from kvgate.core.progress import LONG_WORK_TOKENS, Operation, ProgressBoard
+from kvgate.core.observe.progress import LONG_WORK_TOKENS, Operation, ProgressBoard
 
 IN_STATE = ("done", "stop", "length")  # the prompt was computed (a warm-up ends with "stop" right after)
 

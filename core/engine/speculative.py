@@ -119,7 +119,7 @@ class SpeculativeStep:
 
     source: DraftSource
     max_draft: int
-    metrics: Any = None  # kvgate.core.metrics.Metrics or None
+    metrics: Any = None  # kvgate.core.observe.metrics.Metrics or None
     stats: DraftStats = attrs.field(factory=DraftStats)
 
     def __call__(self, engine: StepHost, batch: list[Sequence]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.model_runtimes import RuntimeSpec
+from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):

@@ -18,7 +18,7 @@ import attrs
 
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.core.runtime import ModelInfo, ModelSource
-from kvgate.core.sampling_defaults import valid_defaults
+from kvgate.core.pipeline.sampling_defaults import valid_defaults
 from kvgate.models import gguf_cache
 from kvgate.models.fp8_blocks import dequantize_checkpoint
 from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded

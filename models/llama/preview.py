@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvgate.core.model_runtimes import ModelPreview, PreviewInfo
+from kvgate.core.loading.model_runtimes import ModelPreview, PreviewInfo
 from kvgate.core.runtime import ModelSource
 from kvgate.models.gguf_header import read_header_value
 from kvgate.models.llama.layers import ARCHITECTURES

@@ -4,7 +4,7 @@ gated shared expert in every layer; Hugging Face directories only)."""
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.model_runtimes import RuntimeSpec
+from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):

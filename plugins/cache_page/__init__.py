@@ -18,7 +18,7 @@ from litestar.response import Redirect
 
 from kvgate.core.errors import InvalidRequest, NotFound
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.http import api_key_from_headers, openai_error_body, protocol_router
+from kvgate.core.http.routing import api_key_from_headers, openai_error_body, protocol_router
 from kvgate.core.tenants import tenant_of
 from kvgate.plugins.cache_page.overview import DEFAULT_LIMIT, MAX_LIMIT, model_facts, overview
 

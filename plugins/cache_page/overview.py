@@ -7,7 +7,7 @@
 - ``requests``: the most recent finished requests (``Pipeline.recent_requests``), newest first;
 - ``almost_hits``: lookups that forked late inside a stored sequence, with the text on either side;
 - ``progress``: long operations in flight (a long prompt's cold prefill, an SSD restore) with their
-  done and total (:mod:`kvgate.core.progress`, as ``/health`` lists them).
+  done and total (:mod:`kvgate.core.observe.progress`, as ``/health`` lists them).
 
 Scoping follows the rest of the server: a tenant sees only its own requests, with cached tokens
 rounded as its responses' usage is, unless its key may read ``/metrics`` (an operator: every key of a
@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from kvgate.core.model_runtimes import choose_runtime, collect_runtimes
-from kvgate.core.model_sources import default_model_path, read_model_source
-from kvgate.core.progress import BOARD
-from kvgate.core.recent_requests import RequestSummary
+from kvgate.core.loading.model_runtimes import choose_runtime, collect_runtimes
+from kvgate.core.loading.model_sources import default_model_path, read_model_source
+from kvgate.core.observe.progress import BOARD
+from kvgate.core.observe.recent_requests import RequestSummary
 from kvgate.core.tenants import Tenant
 from kvgate.core.types import Usage
 from kvgate.plugins.cache_routes import cache_manager, scoped

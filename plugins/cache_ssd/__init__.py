@@ -9,7 +9,7 @@
 - :mod:`.inspect`, :mod:`.cli` -- ``kvgate cache ls | inspect | diagnose | clear``.
 
 At start a damaged store is moved aside and an empty one opened, an unwritable ``ssd_path``
-disables the tier (:func:`kvgate.core.disk_state.open_or_set_aside`); the server starts either way.
+disables the tier (:func:`kvgate.core.cache.disk_state.open_or_set_aside`); the server starts either way.
 
 Several workers may share one ``ssd_path`` (processes on one host, or hosts on one shared file
 system). There is no exclusive lock; the design (:mod:`.store`, :mod:`.shared`):

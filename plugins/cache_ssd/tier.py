@@ -26,7 +26,7 @@ import diskcache
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.snapshot import PendingSnapshot
 from kvgate.core.cache.tiers import TierUnavailable
-from kvgate.core.disk_state import StateUnusable, open_or_set_aside
+from kvgate.core.cache.disk_state import StateUnusable, open_or_set_aside
 from kvgate.plugins.cache_ssd.index import SsdIndex
 from kvgate.plugins.cache_ssd.metrics import SsdMetrics
 from kvgate.plugins.cache_ssd.records import SnapshotRecord
@@ -209,7 +209,7 @@ class SsdTier:
 def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str], worker_id: str = ""):
     """``(store, its valid records, orphans removed)``, opened and checked. A damaged store is moved
     aside and replaced by an empty one; an unwritable one raises TierUnavailable
-    (:func:`kvgate.core.disk_state.open_or_set_aside`)."""
+    (:func:`kvgate.core.cache.disk_state.open_or_set_aside`)."""
     def checked():
         store = SsdStore(root, chunk_tokens, capacity_bytes, state_format, worker_id=worker_id)
         try:

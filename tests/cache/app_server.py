@@ -8,7 +8,7 @@ import time
 
 import uvicorn
 
-from kvgate.core.app import create_app
+from kvgate.core.http.app import create_app
 from tests.harness import free_port
 
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from kvgate.core.progress import BOARD, LONG_WORK_TOKENS
+from kvgate.core.observe.progress import BOARD, LONG_WORK_TOKENS
 from tests.cache.conftest import cache_config, make_manager
 from tests.cache.real_helpers import NS, long_text, run_request, text_tokens
 

@@ -44,7 +44,7 @@ from kvgate.adapters.responses.objects import response_envelope
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import parse_create
 from kvgate.core.chat_format import JinjaChatFormat
-from kvgate.core.detokenizer import IncrementalDetokenizer
+from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.plugins import build_plugin_manager, collect as collect_registry
 from kvgate.core.server import call_id
 from kvgate.core.types import Finished, ParseIssue, Started, ToolCallEnd, Usage

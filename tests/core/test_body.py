@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvgate.core import json_shape
-from kvgate.core.body import BodyLimits, PayloadTooLarge, parse_json_object
+from kvgate.core.http import json_shape
+from kvgate.core.http.body import BodyLimits, PayloadTooLarge, parse_json_object
 from kvgate.core.errors import InvalidRequest
 
 TRICKY = st.sampled_from(['a"[{\\', '\\\\"', "x]}", "\\", '\\\\\\"[[[', "plain, text", "\u00e9[", ""])

@@ -65,7 +65,7 @@ def code_without_docstrings(path: Path) -> str:
 
 # The usage split of prompt tokens keeps the metric label values "device" (resident role) and "ssd"
 # (backup role) that existing dashboards read; they label roles and never select a tier.
-ROLE_LABELS = {"core/metrics.py": {"'device'", "'ssd'"}}
+ROLE_LABELS = {"core/observe/metrics.py": {"'device'", "'ssd'"}}
 
 
 def test_core_names_no_builtin_feature_in_code():

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from kvgate.core.progress import LONG_WORK_TOKENS
+from kvgate.core.observe.progress import LONG_WORK_TOKENS
 from tests.cache.real_helpers import long_text
 from tests.harness import ServerProcess
 

@@ -1,4 +1,4 @@
-"""The model loads on a passing thread (:func:`kvgate.core.model_loading.on_passing_thread`), so that
+"""The model loads on a passing thread (:func:`kvgate.core.loading.model_loading.on_passing_thread`), so that
 the engine thread's OpenMP team is the only one in the server process."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from kvgate.core.model_loading import on_passing_thread
+from kvgate.core.loading.model_loading import on_passing_thread
 
 
 def test_returns_the_work_of_another_thread_that_has_ended():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvgate.core.request_hints import apply_hints
+from kvgate.core.http.request_hints import apply_hints
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolChoice
 
 TOOLS = [Tool("Read"), Tool("list_agents", namespace="collaboration")]

@@ -12,7 +12,7 @@ from kvgate.adapters.anthropic.request import convert_sampling
 from kvgate.adapters.openai_chat.request import sampling as chat_sampling
 from kvgate.core.config import SamplingConfig, read_config
 from kvgate.core.errors import ConfigError
-from kvgate.core.sampling_defaults import SamplingDefaults, unset_names, valid_defaults
+from kvgate.core.pipeline.sampling_defaults import SamplingDefaults, unset_names, valid_defaults
 from kvgate.models.hf_loader import generation_sampling
 from tests.harness import ServerProcess
 

@@ -14,9 +14,9 @@ from kvgate.core.chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
-from kvgate.core.metrics import Metrics
-from kvgate.core.pipeline import Pipeline, _Run
-from kvgate.core.tokenizer import TokenizerService
+from kvgate.core.observe.metrics import Metrics
+from kvgate.core.pipeline.pipeline import Pipeline, _Run
+from kvgate.core.tokenizer.service import TokenizerService
 from kvgate.core.types import ChatRequest, Message, SamplingParams, Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 

@@ -4,7 +4,7 @@ import pytest
 
 from kvgate.core.config import ModelConfig, config_from_dict
 from kvgate.core.dialect import Dialect
-from kvgate.core.dialect_choice import build_chat_format, build_dialect, dialect_scores
+from kvgate.core.loading.dialect_choice import build_chat_format, build_dialect, dialect_scores
 from kvgate.core.errors import ConfigError
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.plugins import build_plugin_manager, collect

@@ -1,10 +1,10 @@
-"""Opening on-disk state that may be damaged (:mod:`kvgate.core.disk_state`), on a real disk."""
+"""Opening on-disk state that may be damaged (:mod:`kvgate.core.cache.disk_state`), on a real disk."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvgate.core.disk_state import StateUnusable, open_or_set_aside
+from kvgate.core.cache.disk_state import StateUnusable, open_or_set_aside
 
 
 class Busy(Exception):

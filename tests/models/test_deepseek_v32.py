@@ -107,7 +107,7 @@ def test_v32_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
 
     from kvgate.core.cli import cli
     from kvgate.core.config import Config, ModelConfig
-    from kvgate.core.model_loading import load_runtime
+    from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
     report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]

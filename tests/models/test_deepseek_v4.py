@@ -153,7 +153,7 @@ def test_v4_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
 
     from kvgate.core.cli import cli
     from kvgate.core.config import Config, ModelConfig
-    from kvgate.core.model_loading import load_runtime
+    from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
     report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
@@ -191,7 +191,7 @@ def test_legacy_config_keys_read_the_same_architecture_and_bad_configs_are_clear
 
 def test_the_architecture_chooses_the_dsml_v4_dialect_and_the_deepseek_v4_chat_format(tiny, runtime):
     from kvgate.core.config import Config, ModelConfig
-    from kvgate.core.dialect_choice import build_chat_format
+    from kvgate.core.loading.dialect_choice import build_chat_format
     from kvgate.core.plugins import build_plugin_manager
     from kvgate.core.types import ChatRequest, Message
 

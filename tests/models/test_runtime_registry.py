@@ -14,9 +14,9 @@ from kvgate.core.cli import cli
 from kvgate.core.config import Config, ModelConfig
 from kvgate.core.errors import ConfigError
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.model_loading import load_runtime
-from kvgate.core.model_runtimes import RuntimeSpec, choose_runtime, collect_runtimes
-from kvgate.core.model_sources import default_model_path, read_model_source
+from kvgate.core.loading.model_loading import load_runtime
+from kvgate.core.loading.model_runtimes import RuntimeSpec, choose_runtime, collect_runtimes
+from kvgate.core.loading.model_sources import default_model_path, read_model_source
 from kvgate.core.plugins import DuplicateName, build_plugin_manager
 from kvgate.core.runtime import ModelSource
 from kvgate.models import embedded, formats

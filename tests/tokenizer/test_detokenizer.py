@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvgate.core.detokenizer import IncrementalDetokenizer
+from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 
 REPLACEMENT = "\ufffd"
 TEXT = st.lists(st.sampled_from(["中文", "日本語", "😀", "👍🏽", "🎉🎉", "é", "ñ", "hello", " world", "\n", "12",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from kvgate.core.tokenizer import TokenizerService
-from kvgate.core.tokenizer_cache_boundaries import choose_boundary_tokens
+from kvgate.core.tokenizer.service import TokenizerService
+from kvgate.core.tokenizer.boundaries import choose_boundary_tokens
 
 from tests.tokenizer.tokenizers_for_tests import CORPUS, train_byte_level_bpe
 

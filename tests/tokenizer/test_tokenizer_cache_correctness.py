@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvgate.core.config import TokenizerCacheConfig
-from kvgate.core.tokenizer import TokenizerService
+from kvgate.core.tokenizer.service import TokenizerService
 
 PLAIN = st.lists(st.sampled_from(list("ab xyZ019\n\t.,'s:") + ["中", "文", "😀", "é", "👍🏽", " \n"]),
                  max_size=12).map("".join)

@@ -1,12 +1,12 @@
-"""Resent outputs keep their sampled ids (core/tokenizer_outputs.py), with the real SmolLM2 tokenizer."""
+"""Resent outputs keep their sampled ids (core/tokenizer/outputs.py), with the real SmolLM2 tokenizer."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
 from kvgate.core.config import TokenizerCacheConfig
-from kvgate.core.tokenizer import TokenizerService
-from kvgate.core.tokenizer_outputs import OutputIdsRegistry
+from kvgate.core.tokenizer.service import TokenizerService
+from kvgate.core.tokenizer.outputs import OutputIdsRegistry
 
 REUSE = TokenizerCacheConfig(reuse_output_ids=True)
 HISTORY = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nName a road.<|im_end|>\n<|im_start|>assistant\n"

@@ -11,7 +11,7 @@ from tokenizers import AddedToken, Tokenizer
 
 from kvgate.core.config import TokenizerCacheConfig
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.tokenizer import TokenizerService
+from kvgate.core.tokenizer.service import TokenizerService
 
 
 def chatml(turns: int, start: int = 0) -> str:

@@ -15,7 +15,7 @@ before tokenizing it.
 
 :meth:`TokenizerService.encode_prompt` tokenizes a prompt of one cache namespace: a resent
 assistant turn whose text is an output registered by :meth:`TokenizerService.register_output` gets
-the ids the model sampled for it (:mod:`kvgate.core.tokenizer_outputs`).
+the ids the model sampled for it (:mod:`kvgate.core.tokenizer.outputs`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from tokenizers import Encoding, Tokenizer
 
 from kvgate.core.config import TokenizerCacheConfig
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.tokenizer_cache import TokenizerCache
-from kvgate.core.tokenizer_cache_boundaries import choose_boundary_tokens
-from kvgate.core.tokenizer_cache_metrics import metrics_for
-from kvgate.core.tokenizer_outputs import OutputIdsRegistry, boundary_pattern, segment_spans
+from kvgate.core.tokenizer.cache import TokenizerCache
+from kvgate.core.tokenizer.boundaries import choose_boundary_tokens
+from kvgate.core.tokenizer.cache_metrics import metrics_for
+from kvgate.core.tokenizer.outputs import OutputIdsRegistry, boundary_pattern, segment_spans
 
 log = logging.getLogger(__name__)
 LONG_TEXT_CHARS = 32 * 1024

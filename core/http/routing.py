@@ -10,7 +10,7 @@ from litestar import Request, Response, Router
 from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
-from kvgate.core.body import BodyLimits, limits_of, parse_off_loop, read_body
+from kvgate.core.http.body import BodyLimits, limits_of, parse_off_loop, read_body
 from kvgate.core.errors import KvgateError, Overloaded, Unauthorized
 from kvgate.core.keyring import Keyring
 from kvgate.core.tenants import DEFAULT
@@ -25,7 +25,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 async def read_json_object(request: Request, limits: Optional[BodyLimits] = None) -> dict[str, Any]:
     """The request body as a JSON object, or InvalidRequest / PayloadTooLarge naming what is wrong
-    (size, depth and strings are checked by :mod:`kvgate.core.body`)."""
+    (size, depth and strings are checked by :mod:`kvgate.core.http.body`)."""
     limits = limits_of(request, limits)
     return await parse_off_loop(await read_body(request, limits), limits)
 

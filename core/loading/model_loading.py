@@ -1,4 +1,4 @@
-"""Load the model runtime for the configured model (the dialect is chosen in :mod:`kvgate.core.dialect_choice`)."""
+"""Load the model runtime for the configured model (the dialect is chosen in :mod:`kvgate.core.loading.dialect_choice`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pluggy
 
 from kvgate.core.config import Config
 from kvgate.core.errors import ConfigError
-from kvgate.core.model_runtimes import choose_runtime, collect_runtimes
-from kvgate.core.model_sources import default_model_path, read_model_source
+from kvgate.core.loading.model_runtimes import choose_runtime, collect_runtimes
+from kvgate.core.loading.model_sources import default_model_path, read_model_source
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate")

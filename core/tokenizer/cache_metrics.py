@@ -5,7 +5,7 @@
 * ``smg_tokenizer_cache_reused_bytes_total{layer}`` -- input bytes whose tokens came from the cache
 * ``kvgate_tokenizer_output_ids_reused_total`` and ``kvgate_tokenizer_output_ids_reused_tokens_total``
   -- resent assistant turns given the ids the model sampled for them, and those ids
-  (:mod:`kvgate.core.tokenizer_outputs`)
+  (:mod:`kvgate.core.tokenizer.outputs`)
 
 Metric objects belong to one :class:`prometheus_client.CollectorRegistry`: :func:`metrics_for`
 creates them once per registry and hands the same objects to every service that shares it (their

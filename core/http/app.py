@@ -13,23 +13,23 @@ from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 
-from kvgate.core.body import BodyLimits
+from kvgate.core.http.body import BodyLimits
 from kvgate.core.config import Config, read_config
 from kvgate.core.config_sections import bind_plugin_sections
-from kvgate.core.dialect_choice import build_chat_format
+from kvgate.core.loading.dialect_choice import build_chat_format
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
-from kvgate.core.http import openai_error_body, protocol_router
+from kvgate.core.http.routing import openai_error_body, protocol_router
 from kvgate.core.keyring import Keyring
-from kvgate.core.metrics import Metrics
-from kvgate.core.model_loading import load_runtime, on_passing_thread
-from kvgate.core.pipeline import Pipeline
+from kvgate.core.observe.metrics import Metrics
+from kvgate.core.loading.model_loading import load_runtime, on_passing_thread
+from kvgate.core.pipeline.pipeline import Pipeline
 from kvgate.core.plugins import build_plugin_manager, collect
-from kvgate.core.progress import BOARD
-from kvgate.core.request_log import RequestLogMiddleware
+from kvgate.core.observe.progress import BOARD
+from kvgate.core.http.request_log import RequestLogMiddleware
 from kvgate.core.request_trace import build_observers
 from kvgate.core.server import ServerContext
-from kvgate.core.tokenizer import TokenizerService
+from kvgate.core.tokenizer.service import TokenizerService
 
 log = logging.getLogger("kvgate")
 # The engine thread needs the GIL back after every torch op (thousands a decode step); while another

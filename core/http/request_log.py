@@ -1,6 +1,6 @@
 """Logs one line per HTTP request or WebSocket: method, path (with query), status, duration, and
 for every 4xx/5xx answer, every stream that ends in an error event and every WebSocket error
-frame, the reason (see :mod:`kvgate.core.request_outcome`). Failures log at WARNING. A response
+frame, the reason (see :mod:`kvgate.core.http.request_outcome`). Failures log at WARNING. A response
 the client abandoned before its end (it disconnected) says ``cancelled`` and when the client left.
 A WebSocket that carries many requests also gets one line per request (``log_websocket_request``).
 """
@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Optional
 
-from kvgate.core.request_outcome import decoded, error_reason, stream_error_reason
+from kvgate.core.http.request_outcome import decoded, error_reason, stream_error_reason
 
 log = logging.getLogger("kvgate.requests")
 MAX_ERROR_BODY = 64 * 1024

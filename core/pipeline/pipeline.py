@@ -2,7 +2,7 @@
 
 render (chat format + dialect) -> tokenize -> engine (cache, prefill, batched decode, fence)
 -> detokenize -> stop strings -> dialect parser -> events (answer text carries its tokens'
-logprobs when asked for: :mod:`kvgate.core.content_logprobs`).
+logprobs when asked for: :mod:`kvgate.core.pipeline.content_logprobs`).
 
 The prompt is rendered and tokenized on a worker thread (:meth:`Pipeline.prompt_tokens`), so a
 large prompt never holds up the event loop; a rendered prompt with more characters than the
@@ -23,21 +23,21 @@ import anyio
 import attrs
 
 from kvgate.core.config import Config
-from kvgate.core.content_logprobs import ContentLogprobs, TokenPieces
-from kvgate.core.detokenizer import IncrementalDetokenizer
+from kvgate.core.pipeline.content_logprobs import ContentLogprobs, TokenPieces
+from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
-from kvgate.core.recent_requests import RecentRequests, decode_rate
-from kvgate.core.request_recorder import recorder_for
+from kvgate.core.observe.recent_requests import RecentRequests, decode_rate
+from kvgate.core.observe.request_recorder import recorder_for
 from kvgate.core.request_trace import RequestObserver, RequestTrace
-from kvgate.core.sampling_defaults import SamplingDefaults
+from kvgate.core.pipeline.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
-from kvgate.core.stop_strings import StopStringScanner
+from kvgate.core.pipeline.stop_strings import StopStringScanner
 from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
 from kvgate.core.tenants import NamespaceOwners, scoped_namespace
-from kvgate.core.tool_names import ToolNameCheck
+from kvgate.core.pipeline.tool_names import ToolNameCheck
 from kvgate.core.types import (
     ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallEnd,
     ToolCallStart, Usage,

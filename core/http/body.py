@@ -4,7 +4,7 @@ strings are checked once here, before an adapter sees anything.
 * size: over ``[server] max_body_bytes`` is :class:`PayloadTooLarge` (413), refused from the
   ``Content-Length`` header or while the body streams in, before it is all held;
 * shape: nesting deeper than ``max_json_depth`` or more than ``max_json_items`` items is a 400,
-  measured on the bytes before parsing (:mod:`kvgate.core.json_shape`), so the parser never
+  measured on the bytes before parsing (:mod:`kvgate.core.http.json_shape`), so the parser never
   recurses deep or builds millions of objects;
 * strings: a lone surrogate in any key or string (only a ``\\uD800``-style escape can make one) is
   a 400 naming the field, since no tokenizer, log or client can encode it.
@@ -22,7 +22,7 @@ import anyio
 import attrs
 
 from kvgate.core.errors import InvalidRequest, KvgateError
-from kvgate.core.json_shape import within
+from kvgate.core.http.json_shape import within
 
 THREAD_ABOVE_BYTES = 256 * 1024
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
