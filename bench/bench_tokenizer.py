@@ -22,8 +22,9 @@ import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from kvgate.core.config import TokenizerCacheConfig  # noqa: E402
 from kvgate.core.tokenizer.service import TokenizerService  # noqa: E402
+from kvgate.plugins.tokenizer_cache import cache_factory  # noqa: E402
+from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig  # noqa: E402
 from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf  # noqa: E402
 
 WORDS = ("the agent reads file src/main.py and calls tool grep with pattern TODO then edits function parse_args "
@@ -56,7 +57,8 @@ def conversation(tokenizer, target_tokens: int, seed: int = 0) -> list[str]:
 
 def service(tokenizer, mode: str, l1_bytes: int) -> TokenizerService:
     l0, l1 = MODES[mode]
-    return TokenizerService(tokenizer, TokenizerCacheConfig(enable_l0=l0, enable_l1=l1, l1_max_bytes=l1_bytes))
+    config = TokenizerCacheConfig(enable_l0=l0, enable_l1=l1, l1_max_bytes=l1_bytes)
+    return TokenizerService(tokenizer, cache_factory(config))
 
 
 def timed(svc: TokenizerService, text: str) -> tuple[float, list[int]]:
@@ -96,7 +98,7 @@ def final_turn(tokenizer, prompts: list[str], reps: int, l1_bytes: int) -> dict[
 def memory(tokenizer, prompts: list[str], config: TokenizerCacheConfig) -> tuple[dict, int]:
     gc.collect()
     tracemalloc.start()
-    svc = TokenizerService(tokenizer, config)
+    svc = TokenizerService(tokenizer, cache_factory(config))
     base = tracemalloc.get_traced_memory()[0]
     for prompt in prompts:
         svc.encode(prompt)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from kvgate.core.fence.check import check_calls, check_json
+from bench.fence_check import check_calls, check_json
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams, Tool, ToolChoice
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml

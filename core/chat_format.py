@@ -7,9 +7,10 @@ Hugging Face templates use) over the messages the dialect prepared. Models that 
 
 from __future__ import annotations
 
+import abc
 import datetime
 import json
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 import attrs
 from jinja2 import StrictUndefined, TemplateError
@@ -20,11 +21,25 @@ from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message
 
 
-class ChatFormat(Protocol):
-    name: str
+class ChatFormat(abc.ABC):
+    """Renders whole prompts. Registered formats (``register_chat_formats``) subclass it."""
 
+    name: str = ""
+    source: str = ""
+    """The template text it renders with ("" for a format written in code); with ``name`` it is
+    part of the cache namespace, so a changed template never hits another's prefixes."""
+    dialect: Dialect
+    """The dialect its prompts are written for; a format may bring its own variant of the
+    configured one, which then parses and fences the output."""
+
+    @abc.abstractmethod
     def render(self, request: ChatRequest, add_generation_prompt: bool = True) -> str:
         """The exact prompt text for ``request``."""
+
+    def parser_start(self, request: ChatRequest) -> str:
+        """Where the rendered prompt leaves the model: ``"content"``, ``"reasoning"`` (inside an
+        open thinking block) or ``"after_reasoning"``; the parser and the fence start there."""
+        return "content"
 
 
 def _raise_exception(message: str) -> None:
@@ -49,7 +64,7 @@ def template_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-class JinjaChatFormat:
+class JinjaChatFormat(ChatFormat):
     """The model's Jinja template over the dialect's rendering of messages and tools."""
 
     name = "jinja"

@@ -127,8 +127,7 @@ def _served_model(config, pm) -> dict:
     except (ConfigError, Exception) as exc:  # report, don't crash: this is a listing command
         return {"name": config.model.name, "error": str(exc)}
     return {"name": config.model.name, "architecture": runtime.info.architecture, "dialect": dialect_name,
-            "dialect_variant": getattr(dialect, "variant", ""),
-            "chat_format": getattr(chat_format, "name", "jinja")}
+            "dialect_variant": dialect.variant, "chat_format": chat_format.name}
 
 
 def build_cli() -> click.Group:

@@ -3,7 +3,7 @@
 Every option has a key; a bad file gets a :class:`ConfigError` naming the key and the reason.
 Loading takes two steps: :func:`read_config` structures the core sections (``[plugins] disabled``
 is needed to build the plugin manager), then :func:`kvgate.core.config_sections.bind_plugin_sections`
-structures the sections plugins declare; :func:`load_config` does both.
+structures the sections plugins declare; :func:`kvgate.core.config_sections.load_config` does both.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def _default_state_dir() -> str:
 
 @attrs.define
 class ApiKeyConfig:
-    """One ``[[server.keys]]`` entry: a key naming a tenant (see :mod:`kvgate.core.keyring`)."""
+    """One ``[[server.keys]]`` entry: a key naming a tenant (read by the active tenant policy, see
+    :mod:`kvgate.core.tenant_policy`)."""
 
     tenant: str
     key: str = ""  # the key itself; or read it from key_file, or from the environment variable key_env
@@ -76,6 +77,9 @@ class ModelConfig:
     context_extension: str = attrs.field(default="yarn", validator=_one_of("yarn", "linear", "none"))
     strict_model_name: bool = False  # false: any requested model name is served (one model); true: 404
     threads: int = attrs.field(default=0, validator=_non_negative)  # 0 = torch default
+    # where converted weights are kept (a GGUF converted once); empty = <state_dir>/models. Servers
+    # with separate state dirs may share one: a conversion is locked and written whole.
+    weights_cache_dir: str = ""
 
 
 @attrs.define
@@ -89,8 +93,9 @@ class EngineConfig:
     kv_pool_tokens: int = attrs.field(default=65536, validator=_positive)
     default_max_tokens: int = attrs.field(default=4096, validator=_non_negative)  # 0 = to the context end
     speculative_ngram: int = attrs.field(default=0, validator=_non_negative)  # draft length; 0 = off
-    # "mtp": the model's MTP layer drafts (speculative_mtp tokens a step); empty: n-gram when speculative_ngram > 0
-    speculative: str = attrs.field(default="", validator=_one_of("", "mtp"))
+    # the registered drafter that drafts (register_drafters; e.g. "mtp": the model's MTP layer,
+    # speculative_mtp tokens a step); empty: n-gram when speculative_ngram > 0
+    speculative: str = ""
     speculative_mtp: int = attrs.field(default=1, validator=_positive)  # MTP draft length (past 1 it chains)
     # batch- and split-invariant arithmetic: the same output cold, cached, restored or batched
     deterministic: bool = True
@@ -100,7 +105,13 @@ class EngineConfig:
         """What the runtime is loaded with: ``deterministic``, or on for any speculative decoding
         (a verifying forward must compute each row as plain decoding would, so that speculation
         never changes greedy output, and only the invariant arithmetic guarantees that)."""
-        return self.deterministic or self.speculative_ngram > 0 or self.speculative != ""
+        return self.deterministic or bool(self.speculation_keys)
+
+    @property
+    def speculation_keys(self) -> dict[str, Any]:
+        """The keys that ask for speculative decoding, with their values (empty: none does)."""
+        return {key: value for key, value in (("speculative", self.speculative),
+                                              ("speculative_ngram", self.speculative_ngram)) if value}
 
 
 @attrs.define
@@ -113,18 +124,6 @@ class SamplingConfig:
     top_k: Optional[int] = attrs.field(default=None, validator=_optional_in_range(0, 1 << 31))
     min_p: Optional[float] = attrs.field(default=None, validator=_optional_in_range(0, 1))
     model_defaults: bool = True
-
-
-@attrs.define
-class TokenizerCacheConfig:
-    enable_l0: bool = True
-    enable_l1: bool = True
-    l0_max_entries: int = attrs.field(default=10_000, validator=_positive)
-    l1_max_bytes: int = attrs.field(default=50 * 1024 * 1024, validator=_positive)
-    # a resent assistant turn keeps the ids the model sampled (the prefix cache then matches through
-    # it); off by default: the same request would then tokenize differently on a server that
-    # remembers the output than on one that does not, and cold and cached answers could differ
-    reuse_output_ids: bool = False
 
 
 @attrs.define
@@ -167,7 +166,6 @@ class Config:
     model: ModelConfig = attrs.field(factory=ModelConfig)
     engine: EngineConfig = attrs.field(factory=EngineConfig)
     sampling: SamplingConfig = attrs.field(factory=SamplingConfig)
-    tokenizer_cache: TokenizerCacheConfig = attrs.field(factory=TokenizerCacheConfig)
     cache: CacheConfig = attrs.field(factory=CacheConfig)
     fence: FenceConfig = attrs.field(factory=FenceConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
@@ -262,7 +260,8 @@ def structure_section(name: str, data: Any, cls: type) -> tuple[Any, list[str]]:
 
 def read_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None) -> Config:
     """Step one of loading: ``path`` (TOML) if given, then ``overrides`` ({"section": {"key": value}}),
-    with the core sections structured and the plugin sections not yet (see :func:`load_config`)."""
+    with the core sections structured and the plugin sections not yet (see
+    :func:`kvgate.core.config_sections.load_config`)."""
     data: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
@@ -280,18 +279,6 @@ def read_config(path: Optional[str | os.PathLike] = None, overrides: Optional[di
         else:
             data[section] = values
     return config_from_dict(data, source)
-
-
-def load_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None,
-                pm: Any = None) -> Config:
-    """Both steps: :func:`read_config`, then every plugin section structured by
-    :func:`kvgate.core.config_sections.bind_plugin_sections` for ``pm`` (default: a plugin
-    manager of the installed plugins, less ``[plugins] disabled``)."""
-    from kvgate.core.config_sections import bind_plugin_sections
-    from kvgate.core.plugins import build_plugin_manager
-
-    config = read_config(path, overrides)
-    return bind_plugin_sections(config, pm or build_plugin_manager(disabled=config.plugins.disabled))
 
 
 def config_to_dict(config: Config) -> dict[str, Any]:

@@ -5,18 +5,20 @@ A plugin declares ``[name]`` through the ``register_config_sections`` hook with 
 none) with the same key-naming errors as the core sections, and rejects a top-level table that
 neither core nor a loaded plugin declares. A table that belongs to a disabled plugin is ignored
 with a one-line warning. Afterwards ``config.section(name)`` returns the structured instance.
+:func:`load_config` takes both steps.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import os
+from typing import Any, Optional
 
 import pluggy
 
-from kvgate.core.config import CORE_SECTIONS, Config, structure_section
+from kvgate.core.config import CORE_SECTIONS, Config, read_config, structure_section
 from kvgate.core.errors import ConfigError
-from kvgate.core.plugins import DuplicateName, Registry, collect, installed_entry_points
+from kvgate.core.plugins import DuplicateName, Registry, build_plugin_manager, collect, installed_entry_points
 
 log = logging.getLogger("kvgate.config")
 
@@ -79,3 +81,12 @@ def bind_plugin_sections(config: Config, pm: pluggy.PluginManager) -> Config:
         raise ConfigError(f"{config.source}: {'; '.join(problems)}")
     config.set_sections(sections, pm)
     return config
+
+
+def load_config(path: Optional[str | os.PathLike] = None, overrides: Optional[dict[str, Any]] = None,
+                pm: Any = None) -> Config:
+    """Both steps: :func:`kvgate.core.config.read_config`, then every plugin section structured by
+    :func:`bind_plugin_sections` for ``pm`` (default: a plugin manager of the installed plugins,
+    less ``[plugins] disabled``)."""
+    config = read_config(path, overrides)
+    return bind_plugin_sections(config, pm or build_plugin_manager(disabled=config.plugins.disabled))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from kvgate.core.types import Event, Message, Tool, ToolChoice
+from kvgate.core.types import Event, Message, Tool, ToolCall, ToolChoice
 
 if TYPE_CHECKING:
     from kvgate.core.fence.grammar import Node
@@ -89,6 +89,8 @@ class Dialect(abc.ABC):
     """
 
     name: str = ""
+    variant: str = ""
+    """The variant this instance renders ("" for a dialect without variants)."""
 
     @classmethod
     def serves(cls, architecture: str, chat_template: str) -> int:
@@ -156,6 +158,11 @@ class Dialect(abc.ABC):
     def render_tool_call(self, name: str, arguments: str) -> str:
         """The exact text of one call as the model writes it (used by tests and fences)."""
         raise NotImplementedError
+
+    def render_calls(self, calls: list[ToolCall]) -> str:
+        """The exact text of an assistant turn's calls, with any block the syntax puts around
+        them; "" for a dialect that writes each call alone (``render_tool_call``)."""
+        return ""
 
     @property
     def literals(self) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """Hook specifications of the kvgate host.
 
 Every concrete feature -- each protocol adapter, tool dialect, chat format, model runtime, cache
-tier, grammar backend, generation guard and CLI command -- is contributed through one of these
-hooks, by the built-in plugins exactly as by third-party ones. Registry hooks receive a
+tier, grammar backend, generation guard, drafter, tenant policy and CLI command -- is contributed through
+one of these hooks, by the built-in plugins exactly as by third-party ones. Registry hooks receive a
 ``register`` callback; registering a name twice is an error (see :mod:`kvgate.core.plugins`).
 """
 
@@ -34,6 +34,20 @@ def register_services(register):
     or an object with ``async start()`` -- awaited on the server's event loop after the engine
     started -- and ``async stop()``, awaited at shutdown before the engine stops; ``stop`` must
     return within a few seconds. Returns nothing.
+    """
+
+
+@hookspec
+def register_tenant_policies(register):
+    """Called once when the app is built, before the model loads, to collect tenant policies: who
+    a presented API key is.
+
+    Call ``register(name, build_policy)``: ``build_policy(config)`` receives the
+    :class:`kvgate.core.config.Config` and returns None (not configured: this policy is inactive)
+    or an object implementing :class:`kvgate.core.tenant_policy.TenantPolicy`; it raises
+    :class:`kvgate.core.errors.ConfigError` for a bad configuration. At most one policy may be
+    active (two are a ConfigError naming both); with none, authentication is off, and
+    ``[server] api_key`` or ``[[server.keys]]`` being set is a ConfigError. Returns nothing.
     """
 
 
@@ -111,6 +125,21 @@ def register_cache_tiers(register):
 
 
 @hookspec
+def register_tokenizer_caches(register):
+    """Called once when the app is built, to collect the cache in front of the tokenizer.
+
+    Call ``register(name, build_cache)``: ``build_cache(setup)`` receives a
+    :class:`kvgate.core.tokenizer_cache.TokenizerCacheSetup` (the tokenizer service's private
+    tokenizer, its uncached ``encode``, the bound config -- read your section with
+    ``setup.config.section(name)`` -- and the metrics registry) and returns an object implementing
+    :class:`kvgate.core.tokenizer_cache.TokenizerCache`, which must give exactly the ids the
+    uncached ``encode`` gives. It is called again whenever the service reloads a tokenizer with
+    another fingerprint. At most one tokenizer cache may be registered (two are an error); with
+    none, every text is tokenized uncached. Returns nothing.
+    """
+
+
+@hookspec
 def register_grammar_backends(register):
     """Called when fences are first built, to collect grammar engines.
 
@@ -128,6 +157,21 @@ def register_generation_guards(register):
     ``setup.config.section(name)``) and returns a fresh per-request guard state machine, or None
     when it has nothing to watch.
     Returns nothing.
+    """
+
+
+@hookspec
+def register_drafters(register):
+    """Called when the engine is built, to collect speculative-decoding drafters.
+
+    Call ``register(name, build)``: ``build(runtime, engine_config)`` (a
+    :data:`kvgate.core.drafter.DrafterBuild`) receives the loaded
+    :class:`kvgate.core.runtime.ModelRuntime` (None when no model is loaded) and the
+    :class:`kvgate.core.config.EngineConfig`, and returns an object implementing
+    :class:`kvgate.core.drafter.Drafter` when the config asks for this drafter (``[engine]
+    speculative = name``, or keys of its own with ``speculative`` empty), else None; it raises
+    ValueError when asked for a model it cannot draft for. The engine verifies every draft with the
+    main model, so a drafter changes speed, never output. Returns nothing.
     """
 
 

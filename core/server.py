@@ -12,7 +12,8 @@ import pluggy
 
 from kvgate.core.config import Config
 from kvgate.core.errors import ModelNotFound
-from kvgate.core.keyring import Keyring
+from kvgate.core.http.tenant_policies import NoAuthentication
+from kvgate.core.tenant_policy import TenantPolicy
 
 
 @attrs.define(eq=False)
@@ -32,7 +33,7 @@ class ServerContext:
     metrics: Any
     tokenizer_service: Any
     state_dir: Path
-    keyring: Keyring = attrs.field(factory=Keyring)  # the API keys and their tenants
+    tenant_policy: TenantPolicy = attrs.field(factory=NoAuthentication)  # who each API key is
 
     @property
     def model_name(self) -> str:
@@ -43,9 +44,10 @@ class ServerContext:
         return [self.config.model.name]
 
     @property
-    def api_key(self) -> Keyring:
-        """What ``protocol_router(api_key=...)`` checks: every configured key (empty: auth off)."""
-        return self.keyring
+    def api_key(self) -> TenantPolicy:
+        """What ``protocol_router(api_key=...)`` checks: the active tenant policy (it may have
+        authentication off)."""
+        return self.tenant_policy
 
     def resolve_model(self, requested: Optional[str]) -> str:
         """The served model for ``requested``: any name (the server has one model), or with

@@ -11,7 +11,7 @@ namespace from it (:func:`scoped_namespace`). Nothing about tenants is global st
 - stored responses: readable and continuable by their tenant only;
 - diagnostics: see :mod:`kvgate.plugins.cache_routes`.
 
-Keys and their configuration: :mod:`kvgate.core.keyring`.
+Which tenant a key belongs to is the active tenant policy's answer (:mod:`kvgate.core.tenant_policy`).
 """
 
 from __future__ import annotations

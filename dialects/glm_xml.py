@@ -59,6 +59,7 @@ from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import is_string_schema, properties
 from kvgate.core.hookspecs import hookimpl
+from kvgate.core.chat_format import ChatFormat
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import dumps, history_members, openai_tool, wire_value
 from kvgate.dialects._stream import NEED_MORE
@@ -212,7 +213,7 @@ class GlmXml(Dialect):
 ROLE_MARKERS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": ""}
 
 
-class GlmChatFormat:
+class GlmChatFormat(ChatFormat):
     """Whole GLM prompt, byte-identical to the model's chat template."""
 
     def __init__(self, dialect: GlmXml):

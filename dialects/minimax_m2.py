@@ -54,6 +54,7 @@ from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import is_string_schema, properties
 from kvgate.core.hookspecs import hookimpl
+from kvgate.core.chat_format import ChatFormat
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import dumps, history_members, openai_tool, wire_value
 from kvgate.dialects._stream import NEED_MORE, NewlineThinkStates
@@ -179,7 +180,7 @@ def template_call(call: ToolCall) -> dict[str, Any]:
 
 # ---- the whole prompt (chat format ``minimax_m2``), byte-identical to the template
 
-class MinimaxChatFormat:
+class MinimaxChatFormat(ChatFormat):
     name = "minimax_m2"
 
     def __init__(self, dialect: Optional[MinimaxM2] = None):

@@ -4,10 +4,14 @@ A GGUF file is converted into a Hugging Face directory under
 ``<cache_dir>/<hash of path, size, mtime, dtype and, for int4, the weight format>/`` (pass
 ``cache_dir = <state_dir>/models``); the next start reads the converted safetensors directly. A
 damaged entry is converted again. For int4 weights the Q4 linear weights are stored 4-bit.
+
+Several servers may share one ``cache_dir``: an entry is checked and converted under an exclusive
+lock on ``<key>.lock``, so one converts while the others wait and then read its result.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -47,16 +51,21 @@ def cache_entry_readable(directory: Path) -> bool:
 
 def converted_directory(path: str, dtype: str, cache_dir: str, progress: Progress, weights: str = "bf16") -> Path:
     """The cached Hugging Face directory of a GGUF, converting it first when absent."""
-    target = Path(cache_dir) / gguf_cache_key(path, dtype, weights)
-    if cache_entry_readable(target):
-        return target
-    shutil.rmtree(target, ignore_errors=True)
+    key = gguf_cache_key(path, dtype, weights)
+    target = Path(cache_dir) / key
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=cache_dir))
+    with open(Path(cache_dir) / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cache_entry_readable(target):
+            convert_into(path, target, dtype, progress, weights)
+    return target
+
+
+def convert_into(path: str, target: Path, dtype: str, progress: Progress, weights: str) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:
         convert_gguf(path, staging, DTYPES[dtype], progress, int4=weights == "int4")
-        if not target.exists():
-            os.replace(staging, target)
+        os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target

@@ -10,14 +10,17 @@ import os
 
 import pytest
 
-
-def _model_cache_dir(tmp_path_factory) -> str:
-    return os.environ.get("KVGATE_TEST_MODEL_CACHE") or str(tmp_path_factory.mktemp("kvgate-models"))
+from tests.harness import SHARED_WEIGHTS_ENV
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def smollm2_model_cache(tmp_path_factory) -> str:
-    return _model_cache_dir(tmp_path_factory)
+    """The converted-weights folder of this session, shared by in-process loads and, through
+    ``$KVGATE_TEST_MODEL_CACHE`` (see ``tests/harness.py``), by every test server's ``[model]
+    weights_cache_dir`` unless a test sets its own."""
+    if not os.environ.get(SHARED_WEIGHTS_ENV):
+        os.environ[SHARED_WEIGHTS_ENV] = str(tmp_path_factory.mktemp("kvgate-models"))
+    return os.environ[SHARED_WEIGHTS_ENV]
 
 
 def _load_smollm2(dtype: str, cache_dir: str):

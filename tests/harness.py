@@ -48,6 +48,19 @@ def write_config(path: Path, settings: dict[str, dict[str, Any]], state_dir: Pat
     return path
 
 
+SHARED_WEIGHTS_ENV = "KVGATE_TEST_MODEL_CACHE"
+
+
+def with_shared_weights(settings: dict) -> dict:
+    """``settings`` with ``[model] weights_cache_dir`` set to ``$KVGATE_TEST_MODEL_CACHE`` when that is
+    set and the test sets no folder of its own: test servers then convert the embedded model once."""
+    shared = os.environ.get(SHARED_WEIGHTS_ENV)
+    model = settings.get("model", {})
+    if not shared or "weights_cache_dir" in model:
+        return settings
+    return {**settings, "model": {**model, "weights_cache_dir": shared}}
+
+
 class ServerProcess:
     """A `kvgate serve` child process. Stops by itself when the test ends (or at `stop()`)."""
 
@@ -57,7 +70,8 @@ class ServerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.state_dir = Path(state_dir or self.workdir / "state")
-        self.config_path = write_config(self.workdir / "kvgate.toml", settings or {}, self.state_dir)
+        self.config_path = write_config(self.workdir / "kvgate.toml", with_shared_weights(settings or {}),
+                                        self.state_dir)
         self.log_path = self.workdir / f"server-{self.port}.log"
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.timeout = timeout

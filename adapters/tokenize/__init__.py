@@ -10,7 +10,7 @@ Routes, each also without the ``/v1`` prefix:
 * ``POST /v1/detokenize`` with ``{"model"?, "tokens": [int]}``; answer ``{"prompt": str}``.
 
 Both go through the server's :class:`kvgate.core.tokenizer.service.TokenizerService`, so they use and warm
-the same L0/L1 caches as generation. Bad input is a 400 in OpenAI error shape.
+the same tokenizer cache as generation. Bad input is a 400 in OpenAI error shape.
 """
 
 from __future__ import annotations

@@ -76,5 +76,5 @@ class Residency:
                                                            entry.round, wait=True)
                 self._remove(entry)
         for tier in [self.resident, *self.backup_tiers.values()]:
-            if tier is not None and hasattr(tier, "close"):
+            if tier is not None:
                 tier.close()

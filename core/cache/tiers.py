@@ -97,6 +97,9 @@ class ResidentTier(Protocol):
     def stats(self) -> dict:
         """A JSON-able summary for diagnostics."""
 
+    def close(self) -> None:
+        """The server stops: release what the tier holds (its entries were backed up first)."""
+
 
 class StoredSnapshot(Protocol):
     """A snapshot a :class:`BackupTier` holds: its ``id`` and exact ``tokens``."""

@@ -7,8 +7,9 @@ waiting prompts take turns, one time-paced chunk each (:mod:`kvgate.core.engine.
 so a long prompt delays a short one by one chunk, not by its whole prefill.
 
 The decode step is a strategy (:data:`kvgate.core.engine.steps.DecodeStep`) chosen from the
-``[engine]`` config: speculation with the model's MTP layer when ``speculative = "mtp"``, n-gram
-speculation when ``speculative_ngram`` > 0, else the plain batched step. The step functions reach the engine only through :class:`kvgate.core.engine.steps.StepHost`.
+``[engine]`` config: speculation with the registered drafter the config asks for
+(:mod:`kvgate.core.engine.drafter_choice`), else the plain batched step. The step functions reach
+the engine only through :class:`kvgate.core.engine.steps.StepHost`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
 from kvgate.core.engine.prefill_progress import PrefillProgress
-from kvgate.core.engine.draft import HeadDrafts, NgramDrafts
+from kvgate.core.engine.drafter_choice import choose_drafter, drafter_registry
 from kvgate.core.engine.prefill_schedule import PREFILL_SLICE_S, PrefillPace, PrefillSchedule
 from kvgate.core.engine.speculative import SpeculativeStep
 from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
 from kvgate.core.errors import KvgateError, Overloaded
 from kvgate.core.observe.progress import BOARD
+from kvgate.core.plugins import Registry
 from kvgate.core.runtime import ModelRuntime
 
 log = logging.getLogger("kvgate.engine")
@@ -46,27 +48,24 @@ class ServerShuttingDown(KvgateError):
     kind = "overloaded_error"
 
 
-def decode_step_for(config: EngineConfig, runtime: Optional[ModelRuntime] = None, metrics: Any = None) -> steps.DecodeStep:
-    """The decode strategy ``config`` asks for: MTP drafts with ``speculative = "mtp"`` (the
-    runtime must offer a draft head), n-gram drafts when ``speculative_ngram`` > 0, else plain."""
-    if config.speculative == "mtp":
-        head = runtime.draft_head() if runtime is not None else None
-        if head is None:
-            raise ValueError('[engine] speculative = "mtp" needs a model with an MTP layer loaded '
-                             "(GLM-4.5's num_nextn_predict_layers)")
-        return SpeculativeStep(HeadDrafts(head), config.speculative_mtp, metrics)
-    if config.speculative_ngram > 0:
-        return SpeculativeStep(NgramDrafts(), config.speculative_ngram, metrics)
-    return steps.decode_step
+def decode_step_for(config: EngineConfig, runtime: Optional[ModelRuntime] = None, metrics: Any = None,
+                    drafters: Optional[Registry] = None) -> steps.DecodeStep:
+    """The decode strategy ``config`` asks for: speculation with the drafter of ``drafters``
+    (default: every installed plugin's) that answers it, else the plain batched step."""
+    drafter = choose_drafter(config, runtime, drafters if drafters is not None else drafter_registry())
+    if drafter is None:
+        return steps.decode_step
+    return SpeculativeStep(drafter, drafter.max_draft(config), metrics)
 
 
 class Engine:
     """Implements :class:`kvgate.core.engine.steps.StepHost` for the step functions."""
 
     def __init__(self, runtime: ModelRuntime, config: EngineConfig, cache: Any = None, metrics: Any = None,
-                 prefill_slice_s: Optional[float] = PREFILL_SLICE_S):
+                 prefill_slice_s: Optional[float] = PREFILL_SLICE_S, drafters: Optional[Registry] = None):
         """``prefill_slice_s``: the longest one prefill forward should take (None: the config's
-        chunk sizes alone)."""
+        chunk sizes alone). ``drafters``: the ``register_drafters`` registry (None: every installed
+        plugin's)."""
         self.runtime = runtime
         self.config = config
         self.cache = cache if cache is not None else NullCache(runtime)
@@ -80,7 +79,7 @@ class Engine:
         self._stopping = False
         self._draining = False  # shutting down: in-flight sequences end with an error, new ones are refused
         self._in_flight = 0  # submitted and not yet finished, wherever they are
-        self.decode_step: steps.DecodeStep = decode_step_for(config, runtime, metrics)
+        self.decode_step: steps.DecodeStep = decode_step_for(config, runtime, metrics, drafters)
         self.prefill_progress = PrefillProgress(BOARD)  # long cold prefills, for /health and the log
         self.pace = PrefillPace(prefill_slice_s)
         self.schedule = PrefillSchedule(config, self.pace)
@@ -235,7 +234,7 @@ class Engine:
             with self._wake:
                 self._in_flight -= 1
             if seq.fence is not None:
-                done.guard_interventions = getattr(seq.fence, "interventions", 0)
+                done.guard_interventions = seq.fence.interventions if seq.fence is not None else 0
             try:
                 seq.deliver(done)
             except RuntimeError:  # the consumer's event loop is gone (server shutting down)

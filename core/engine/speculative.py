@@ -1,7 +1,7 @@
-"""Speculative decoding (n-gram or the model's MTP layer), fenced.
+"""Speculative decoding with a registered drafter, fenced.
 
-Per running sequence: a draft from a :class:`kvgate.core.engine.draft.DraftSource` (the tokens the
-fence forces first, then the source's continuation, cut where a clone of the fence refuses it:
+Per running sequence: a draft from a :class:`kvgate.core.drafter.Drafter` (the tokens the fence
+forces first, then the drafter's continuation, cut where a clone of the fence refuses it:
 :func:`kvgate.core.engine.draft.draft_for`), verified in one forward pass
 (``runtime.prefill(session, [last] + draft, all_logits=True)``): at each position the fenced logits
 are sampled exactly as an ordinary step would, and the draft token is accepted only when it is the
@@ -12,7 +12,8 @@ logprobs, when asked for, come from the verifying forward's row at its position.
 a draft go through the ordinary batched step.
 
 A :class:`SpeculativeStep` is a :data:`kvgate.core.engine.steps.DecodeStep`: the engine chooses one
-over ``steps.decode_step`` from ``[engine]`` (see ``kvgate.core.engine.engine.decode_step_for``).
+over ``steps.decode_step`` when ``[engine]`` asks for a drafter (see
+``kvgate.core.engine.engine.decode_step_for``).
 It counts the tokens its source drafted and how many of them were accepted (forced tokens are not
 drafts), in :attr:`SpeculativeStep.stats` and the server metrics.
 """
@@ -24,7 +25,8 @@ from typing import Any, Optional
 import attrs
 
 from kvgate.core.engine import steps
-from kvgate.core.engine.draft import DraftSource, draft_for
+from kvgate.core.drafter import Drafter
+from kvgate.core.engine.draft import draft_for
 from kvgate.core.engine.sampling import TokenLogprobs, logprobs_for, sample
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.steps import StepHost
@@ -117,7 +119,7 @@ def speculate(engine: StepHost, seq: Sequence, draft: list[int], forced: int) ->
 class SpeculativeStep:
     """Drop-in for ``steps.decode_step``: speculate where a draft exists, batch-decode the rest."""
 
-    source: DraftSource
+    source: Drafter
     max_draft: int
     metrics: Any = None  # kvgate.core.observe.metrics.Metrics or None
     stats: DraftStats = attrs.field(factory=DraftStats)

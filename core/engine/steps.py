@@ -74,7 +74,7 @@ def prefill_chunk(engine: StepHost, seq: Sequence, tokens: int) -> None:
     if len(chunk) < len(pending):
         return
     plan = seq.plan
-    seq.deliver(PrefillDone(len(seq.prompt), getattr(plan, "cached_device", 0), getattr(plan, "cached_ssd", 0)))
+    seq.deliver(PrefillDone(len(seq.prompt), plan.cached_device, plan.cached_ssd))
     if not seq.generate or seq.max_tokens <= 0:
         engine.finish(seq, SequenceDone("stop" if not seq.generate else "length"))
         return

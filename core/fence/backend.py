@@ -9,7 +9,7 @@ A backend is contributed through the ``register_grammar_backends`` hook:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
@@ -54,10 +54,20 @@ class Matcher(Protocol):
 
 
 class GrammarBackend(Protocol):
+    """What ``register_grammar_backends`` builds: one engine compiling grammars for one tokenizer."""
+
     name: str
+    unsupported_keywords: frozenset[str]
+    """JSON Schema keywords the engine cannot enforce (the fence relaxes them and says so)."""
+    formats: Optional[frozenset[str]]
+    """The ``format`` values it enforces; None: every format it is given."""
 
     def matcher(self, grammar: Node) -> Matcher:
         """A fresh matcher for ``grammar``; raises FenceRequestError when it cannot compile."""
+
+    def schema_error(self, schema: Any) -> str:
+        """Why ``schema`` alone does not compile, or "" when it does (the fence then falls back to
+        the schema's ``type``)."""
 
 
 def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:

@@ -14,7 +14,6 @@ from kvgate.core.fence.backend import grammar_backend
 from kvgate.core.fence.budget import BudgetPlan
 from kvgate.core.fence.canonical import canonicalizer_for
 from kvgate.core.fence.closing import Closer
-from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.grammar import Node, literals_in
 from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import FencePlan, plan_for
@@ -22,21 +21,14 @@ from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
 from kvgate.core.fence.schema_prepare import SchemaPreparer
 from kvgate.core.fence.tokens import TokenizerInfo
-from kvgate.core.dialect import named_closing_literals
+from kvgate.core.dialect import Dialect
 from kvgate.core.types import ChatRequest
 
 CONSTRAINT_CACHE_SIZE = 64
 
 
-def closing_literals(dialect: Any) -> list[str]:
-    own = getattr(dialect, "closing_literals", None)
-    if own is not None:
-        return list(own)
-    return named_closing_literals(getattr(dialect, "literals", {}) or {})  # a dialect outside the ABC
-
-
-def closer_for(info: TokenizerInfo, dialect: Any) -> Closer:
-    key = ("closer",) + tuple(closing_literals(dialect))
+def closer_for(info: TokenizerInfo, dialect: Dialect) -> Closer:
+    key = ("closer",) + tuple(dialect.closing_literals)
     with info.lock:
         closer = info.backends.get(key)
     if closer is None:
@@ -46,23 +38,19 @@ def closer_for(info: TokenizerInfo, dialect: Any) -> Closer:
     return closer
 
 
-def grammar_for(dialect: Any, plan: FencePlan) -> Optional[Node]:
+def grammar_for(dialect: Dialect, plan: FencePlan) -> Optional[Node]:
     """The grammar node of ``plan`` in ``dialect``'s syntax (``dialect.fence_grammar``), or None
     when nothing is constrained."""
     if not plan.constrains:
         return None
-    own = getattr(dialect, "fence_grammar", None)
-    if not callable(own):
-        raise FenceError(f"dialect {getattr(dialect, 'name', dialect)!r} has no fence_grammar(plan)")
-    return own(plan)
+    return dialect.fence_grammar(plan)
 
 
-def verify_dialect(info: TokenizerInfo, dialect: Any) -> None:
-    literals = getattr(dialect, "literals", {}) or {}
-    info.verify_literals(f"dialect {getattr(dialect, 'name', '?')!r}", literals.values())
+def verify_dialect(info: TokenizerInfo, dialect: Dialect) -> None:
+    info.verify_literals(f"dialect {dialect.name!r}", dialect.literals.values())
 
 
-def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Any, config: Config, pm) -> None:
+def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Dialect, config: Config, pm) -> None:
     """Do the one-time work (tokenizer tables, backend, literal check) before the first request."""
     if config.fence.enabled:
         verify_dialect(tokenizer_info, dialect)
@@ -71,7 +59,7 @@ def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Any, config: Config, 
         canonicalizer_for(tokenizer_info)
 
 
-def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: TokenizerInfo, config: Config,
+def build_request_fence(request: ChatRequest, dialect: Dialect, tokenizer_info: TokenizerInfo, config: Config,
                         pm, *, start_in: str = "content") -> Optional[RequestFence]:
     """The fence of one request, or None when nothing constrains it (and guards are off).
 
@@ -92,7 +80,7 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         prefer = closer.preferred(required_names(plan.tools))
         template, call_cost = compiled_constraint(pm, config, tokenizer_info, dialect, plan, closer, prefer)
         matcher = template.copy()
-    literals = getattr(dialect, "literals", {}) or {}
+    literals = dialect.literals
     setup = GuardSetup(config, tokenizer_info, literals.get("think_open", ""),
                        literals.get("think_close", ""), start_in == "reasoning")
     guards = build_guards(pm, setup)
@@ -100,7 +88,7 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
         return None
     plan_state = None
     if matcher is not None:
-        plan_state = BudgetPlan(closer, prefer, getattr(dialect, "trigger", "") or "", call_cost, plan.mode,
+        plan_state = BudgetPlan(closer, prefer, dialect.trigger, call_cost, plan.mode,
                                 plan.start_in)
     canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
     fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
@@ -108,7 +96,7 @@ def build_request_fence(request: ChatRequest, dialect: Any, tokenizer_info: Toke
     return fence
 
 
-def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Any, plan: FencePlan, closer: Closer,
+def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Dialect, plan: FencePlan, closer: Closer,
                         prefer) -> tuple[Any, Optional[int]]:
     """(template matcher, shortest call cost) of ``plan``, cached by the plan's content: an agent
     that repeats its tool list composes and compiles its grammar once."""
@@ -130,10 +118,10 @@ def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Any, p
     return entry[1], entry[2]
 
 
-def plan_key(dialect: Any, plan: FencePlan, backend: str) -> str:
+def plan_key(dialect: Dialect, plan: FencePlan, backend: str) -> str:
     """A digest of everything a fence grammar depends on."""
     tools = [[tool.name, tool.namespace, tool.parameters] for tool in plan.tools]
-    text = json.dumps([id(dialect), getattr(dialect, "name", ""), backend, tools, plan.mode, plan.max_calls, plan.response_schema,
+    text = json.dumps([id(dialect), dialect.name, backend, tools, plan.mode, plan.max_calls, plan.response_schema,
                        plan.start_in], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -150,7 +138,7 @@ def schema_preparer(pm, config: Config, info: TokenizerInfo) -> SchemaPreparer:
     return preparer
 
 
-def shortest_call(backend, closer: Closer, dialect: Any, plan, prefer) -> Optional[int]:
+def shortest_call(backend, closer: Closer, dialect: Dialect, plan, prefer) -> Optional[int]:
     """Tokens of the shortest complete call of ``plan``'s tools (cached per tool set), or None when
     no second structure can start (one call at most, or no tools)."""
     if not plan.tools or plan.mode == "none" or (plan.mode == "required" and plan.max_calls == 1):

@@ -9,8 +9,8 @@ list is prepared once; each relaxation is logged once, when first seen.
 
 A schema past the cheap size limits (:mod:`kvgate.core.fence.schema_limits`) is refused first.
 
-A backend may declare ``unsupported_keywords`` (frozenset), ``formats`` (frozenset) and
-``schema_error(schema) -> str`` (why a lone schema does not compile, or '').
+What the backend cannot enforce it says through :class:`kvgate.core.fence.backend.GrammarBackend`:
+``unsupported_keywords``, ``formats`` and ``schema_error(schema)``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class SchemaPreparer:
         check_limits(schema, where, param)  # before any costly work
         check_schema(schema, where, param)
         checkpoint()
-        rules = Rules(frozenset(getattr(self.backend, "unsupported_keywords", ())), getattr(self.backend, "formats", None),
+        rules = Rules(frozenset(self.backend.unsupported_keywords), self.backend.formats,
                       self.max_pattern_chars, self.pattern_error)
         out = normalize(schema, rules)
         checkpoint()
@@ -105,8 +105,7 @@ class SchemaPreparer:
         return Prepared(out, tuple(rules.notes))
 
     def schema_error(self, schema: Any) -> str:
-        probe = getattr(self.backend, "schema_error", None)
-        return probe(schema) if callable(probe) else ""
+        return self.backend.schema_error(schema)
 
     def pattern_error(self, pattern: str) -> str:
         with self.lock:

@@ -17,10 +17,11 @@ from kvgate.core.http.body import BodyLimits
 from kvgate.core.config import Config, read_config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.loading.dialect_choice import build_chat_format
+from kvgate.core.engine.drafter_choice import check_drafter_named, drafter_registry
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
 from kvgate.core.http.routing import openai_error_body, protocol_router
-from kvgate.core.keyring import Keyring
+from kvgate.core.http.tenant_policies import build_tenant_policy
 from kvgate.core.observe.metrics import Metrics
 from kvgate.core.loading.model_loading import load_runtime, on_passing_thread
 from kvgate.core.pipeline.pipeline import Pipeline
@@ -30,6 +31,7 @@ from kvgate.core.http.request_log import RequestLogMiddleware
 from kvgate.core.request_trace import build_observers
 from kvgate.core.server import ServerContext
 from kvgate.core.tokenizer.service import TokenizerService
+from kvgate.core.tokenizer_cache import tokenizer_cache_factory
 
 log = logging.getLogger("kvgate")
 # The engine thread needs the GIL back after every torch op (thousands a decode step); while another
@@ -39,7 +41,7 @@ GIL_SWITCH_S = 0.0005
 
 
 def namespace_for(runtime, dialect_name: str, chat_format, tokenizer_fingerprint: str) -> str:
-    template = getattr(chat_format, "source", "") or getattr(chat_format, "name", "")
+    template = chat_format.source or chat_format.name
     try:
         from kvgate.core.cache.namespace import namespace_for as cache_namespace
 
@@ -69,11 +71,8 @@ def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, diale
         return None
     info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
     prepare_fences(info, dialect, config, pm)
-    parser_start = getattr(chat_format, "parser_start", None)
-
     def build(request):
-        start_in = parser_start(request) if parser_start else "content"
-        return build_request_fence(request, dialect, info, config, pm, start_in=start_in)
+        return build_request_fence(request, dialect, info, config, pm, start_in=chat_format.parser_start(request))
 
     from kvgate.core.fence.admission import FenceAdmission
 
@@ -81,16 +80,18 @@ def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, diale
 
 
 def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
-    keyring = Keyring.from_config(config.server)  # a bad key entry fails before the model loads
+    tenant_policy = build_tenant_policy(config, pm)  # a bad key entry fails before the model loads
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
     metrics = Metrics()
+    drafters = drafter_registry(pm)
+    check_drafter_named(config.engine, drafters)  # before the model loads
     runtime = load_runtime(config, pm)
-    tokenizer_service = TokenizerService(runtime.tokenizer, config.tokenizer_cache, metrics.registry)
+    tokenizer_service = TokenizerService(runtime.tokenizer, tokenizer_cache_factory(config, pm, metrics.registry))
     dialect_name, dialect, chat_format = build_chat_format(config, pm, runtime)
     namespace = namespace_for(runtime, dialect_name, chat_format, tokenizer_service.fingerprint)
     cache = build_cache(config, pm, runtime, metrics)
-    engine = Engine(runtime, config.engine, cache, metrics)  # its decode step follows [engine]
+    engine = Engine(runtime, config.engine, cache, metrics, drafters=drafters)  # its decode step follows [engine]
     pipeline = Pipeline(runtime, engine, tokenizer_service, chat_format, dialect, namespace, config, metrics,
                         build_fence_builder(config, pm, runtime, dialect, chat_format))
     pipeline.dialect_name = dialect_name
@@ -100,7 +101,7 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
         log.info("sampling defaults for requests that leave them out: %s", pipeline.sampling_defaults.describe())
     return ServerContext(config=config, pm=pm, pipeline=pipeline, metrics=metrics,
                          tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""),
-                         keyring=keyring)
+                         tenant_policy=tenant_policy)
 
 
 def _not_found(request: Request, exc: Exception) -> Response:
@@ -133,7 +134,7 @@ def operations_routes(ctx: ServerContext) -> list:
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
     # only /health is open; /metrics needs a key, an admin key once several tenants are configured
-    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.keyring.operators())]
+    return [health, protocol_router("/", [metrics], openai_error_body, api_key=ctx.tenant_policy.operators())]
 
 
 def build_services(ctx: ServerContext, pm: pluggy.PluginManager) -> list:
@@ -172,8 +173,7 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
                 log.exception("stopping service %r failed", service)
         ctx.pipeline.engine.stop()
         cache = ctx.pipeline.engine.cache
-        if hasattr(cache, "close"):
-            cache.close()
+        cache.close()
 
     app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
                    on_startup=[startup], on_shutdown=[shutdown],

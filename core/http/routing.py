@@ -12,8 +12,7 @@ from litestar.response import Stream
 
 from kvgate.core.http.body import BodyLimits, limits_of, parse_off_loop, read_body
 from kvgate.core.errors import KvgateError, Overloaded, Unauthorized
-from kvgate.core.keyring import Keyring
-from kvgate.core.tenants import DEFAULT
+from kvgate.core.tenant_policy import TenantPolicy
 from kvgate.core.tenants import STATE_KEY as TENANT_STATE_KEY
 
 log = logging.getLogger("kvgate")
@@ -58,16 +57,15 @@ def api_key_from_headers(headers: Any) -> str:
     return key
 
 
-def require_api_key(expected: "str | Keyring"):
-    """A Litestar guard: every route it protects needs a key of ``expected`` (one key, or a
-    :class:`~kvgate.core.keyring.Keyring`) as Bearer or x-api-key. It puts the key's tenant on the
-    connection, where :func:`kvgate.core.tenants.tenant_of` reads it."""
-    keyring = expected if isinstance(expected, Keyring) else Keyring([(expected, DEFAULT)] if expected else [])
+def require_api_key(policy: TenantPolicy):
+    """A Litestar guard: while ``policy`` authenticates, every route it protects needs a key the
+    policy accepts, as Bearer or x-api-key. It puts the key's tenant on the connection, where
+    :func:`kvgate.core.tenants.tenant_of` reads it."""
 
     def guard(connection, _handler) -> None:
-        if not keyring:
+        if not policy.authenticates():
             return
-        tenant = keyring.tenant_for(api_key_from_headers(connection.headers))
+        tenant = policy.tenant_for(api_key_from_headers(connection.headers))
         if tenant is None:
             raise Unauthorized("Invalid or missing API key.")
         connection.scope.setdefault("state", {})[TENANT_STATE_KEY] = tenant
@@ -94,8 +92,10 @@ def _as_kvgate_error(exc: Exception) -> KvgateError:
     return KvgateError("Internal server error.")
 
 
-def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: "str | Keyring" = "", **kwargs) -> Router:
-    """A Router whose errors, auth failures included, are rendered in one protocol's error shape."""
+def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: Optional[TenantPolicy] = None,
+                    **kwargs) -> Router:
+    """A Router whose errors, auth failures included, are rendered in one protocol's error shape;
+    with ``api_key`` (a tenant policy, usually ``ctx.api_key``) its routes are guarded by it."""
 
     def handle(request: Request, exc: Exception) -> Response:
         error = _as_kvgate_error(exc)
@@ -104,7 +104,7 @@ def protocol_router(path: str, handlers: list, body: ErrorBody, api_key: "str | 
                     request.url.path, error.status, type(exc).__name__, exc, exc_info=None if error is exc else exc)
         return error_response(error, body)
 
-    guards = [require_api_key(api_key)] if api_key else []
+    guards = [require_api_key(api_key)] if api_key is not None else []
     return Router(path=path, route_handlers=handlers, exception_handlers={Exception: handle}, guards=guards, **kwargs)
 
 

@@ -21,12 +21,14 @@ from kvgate.core.runtime import ModelRuntime
 
 
 def dialect_scores(dialects: Registry, architecture: str, chat_template: str) -> dict[str, int]:
-    """Every registered dialect's ``serves`` score for this model (0 for a factory without one)."""
-    scores = {}
-    for name in dialects.names():
-        serves = getattr(dialects.get(name), "serves", None)
-        scores[name] = int(serves(architecture, chat_template)) if callable(serves) else 0
-    return scores
+    """Every registered dialect's ``serves`` score for this model (0 for a factory that is not a
+    Dialect subclass: it is served only when configured by name)."""
+    return {name: int(dialects.get(name).serves(architecture, chat_template)) if is_dialect_class(dialects.get(name))
+            else 0 for name in dialects.names()}
+
+
+def is_dialect_class(factory: Any) -> bool:
+    return isinstance(factory, type) and issubclass(factory, Dialect)
 
 
 def choose_dialect_name(model: ModelConfig, dialects: Registry, architecture: str, chat_template: str) -> str:
@@ -54,8 +56,7 @@ def build_dialect(model: ModelConfig, dialects: Registry, architecture: str, cha
     factory = dialects.get(name)
     variant = model.dialect_variant
     if not variant:
-        variant_for = getattr(factory, "variant_for", None)
-        variant = variant_for(architecture, chat_template) if callable(variant_for) else ""
+        variant = factory.variant_for(architecture, chat_template) if is_dialect_class(factory) else ""
     try:
         return name, factory(variant=variant) if variant else factory()
     except (TypeError, ValueError) as exc:
@@ -82,7 +83,7 @@ def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRu
                               f"(registered: jinja, {', '.join(formats.names())})")
         chat_format = formats.get(wanted)(runtime, dialect)
         dialect = adopt_format_dialect(config.model, dialect, chat_format)
-        return getattr(dialect, "name", "") or name, dialect, chat_format
+        return dialect.name or name, dialect, chat_format
     if not template:
         raise ConfigError("model.chat_format: the model has no chat template; choose a chat format")
     return name, dialect, JinjaChatFormat(template, dialect, runtime.special_tokens)
@@ -90,10 +91,10 @@ def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRu
 
 def adopt_format_dialect(model: ModelConfig, dialect: Dialect, chat_format: Any) -> Dialect:
     """The dialect the chat format renders with; a configured variant it overrides is an error."""
-    own = getattr(chat_format, "dialect", None)
-    if own is None or own is dialect:
+    own = chat_format.dialect
+    if own is dialect:
         return dialect
-    if model.dialect_variant and getattr(own, "variant", None) != model.dialect_variant:
+    if model.dialect_variant and own.variant != model.dialect_variant:
         raise ConfigError(f"model.dialect_variant: {model.dialect_variant!r} conflicts with chat format "
-                          f"{model.chat_format!r}, which renders variant {getattr(own, 'variant', '?')!r}")
+                          f"{model.chat_format!r}, which renders variant {own.variant!r}")
     return own

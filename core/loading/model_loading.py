@@ -49,7 +49,7 @@ def load_runtime(config: Config, pm: pluggy.PluginManager) -> ModelRuntime:
     runtimes = collect_runtimes(pm)
     name = choose_runtime(runtimes, source)
     log.info("loading %s (%s, %s) with the %s runtime", source.path, source.kind, source.architecture, name)
-    cache_dir = str(config.path_in_state("", "models"))
+    cache_dir = str(config.path_in_state(config.model.weights_cache_dir, "models"))
     try:
         return runtimes.get(name).load(source, config.model, config.engine, cache_dir)
     except ValueError as exc:  # a model that cannot be served as configured: one line, no traceback

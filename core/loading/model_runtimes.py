@@ -42,7 +42,9 @@ class RuntimeSpec:
     ``load(source, model_config, engine_config, cache_dir)`` returns a
     :class:`~kvgate.core.runtime.ModelRuntime`. ``hf_model_types`` and ``hf_architectures`` are
     the ``model_type`` and ``architectures`` class names of a Hugging Face ``config.json``;
-    ``gguf_architectures`` the ``general.architecture`` values of a GGUF file. ``preview(source)``
+    ``gguf_architectures`` the ``general.architecture`` values of a GGUF file;
+    ``other_architectures`` the names it loads from sources of any other kind (a format plugin's
+    own), by that kind: ``{"my_format": ("my_arch",)}``. ``preview(source)``
     (optional) returns a :class:`ModelPreview` read from the source's config and chat template
     without loading tensors (``kvgate plugins`` uses it).
     """
@@ -52,16 +54,20 @@ class RuntimeSpec:
     hf_architectures: tuple[str, ...] = _names
     gguf_architectures: tuple[str, ...] = _names
     preview: Optional[Callable[[ModelSource], "ModelPreview"]] = None
+    other_architectures: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
 
     def declared(self) -> dict[str, tuple[str, ...]]:
         """The names this runtime loads, by source kind."""
-        return {"hf": self.hf_model_types + self.hf_architectures, "gguf": self.gguf_architectures}
+        own = {"hf": self.hf_model_types + self.hf_architectures, "gguf": self.gguf_architectures}
+        return {**{kind: tuple(names) for kind, names in self.other_architectures.items()}, **own}
 
     def loads(self, source: ModelSource) -> bool:
         if source.kind == "hf":
             classes = set(source.architectures) & set(self.hf_architectures)
             return source.architecture in self.hf_model_types or bool(classes)
-        return source.kind == "gguf" and source.architecture in self.gguf_architectures
+        if source.kind == "gguf":
+            return source.architecture in self.gguf_architectures
+        return source.architecture in self.other_architectures.get(source.kind, ())
 
 
 def collect_runtimes(pm: pluggy.PluginManager) -> Registry:

@@ -3,7 +3,7 @@
 One :class:`RequestSummary` per finished generation or warm-up: whose it was (tenant), where its
 prompt's state came from (device, SSD, computed), its time to first token and decode rate. The
 counts are exact; a reader that shows them to a tenant who may not see exact cache counters rounds
-them first (see ``Pipeline.reported`` and :meth:`kvgate.core.keyring.Keyring.operators`). Read by
+them first (see ``Pipeline.reported`` and :meth:`kvgate.core.tenant_policy.TenantPolicy.operators`). Read by
 the cache page (:mod:`kvgate.plugins.cache_page`).
 """
 

@@ -36,7 +36,7 @@ class TokenPieces:
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
         self.byte_level = is_byte_level(tokenizer)
-        added = getattr(tokenizer, "get_added_tokens_decoder", dict)()
+        added = tokenizer.get_added_tokens_decoder()
         self.added = frozenset(added)  # stored as their text, even in a byte-level vocabulary
         self._memo: dict[int, tuple[str, bytes]] = {}
 

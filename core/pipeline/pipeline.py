@@ -27,6 +27,7 @@ from kvgate.core.pipeline.content_logprobs import ContentLogprobs, TokenPieces
 from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
+from kvgate.core.fence.admission import FenceAdmission
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
 from kvgate.core.observe.recent_requests import RecentRequests, decode_rate
@@ -49,7 +50,7 @@ log = logging.getLogger("kvgate")
 
 class Pipeline:
     def __init__(self, runtime, engine: Engine, tokenizer_service, chat_format, dialect, namespace: str,
-                 config: Config, metrics, fence_builder: Optional[Callable[[ChatRequest], Any]] = None):
+                 config: Config, metrics, fence_builder: Optional[FenceAdmission] = None):
         self.runtime = runtime
         self.engine = engine
         self.tokenizer = tokenizer_service
@@ -62,7 +63,7 @@ class Pipeline:
         self.namespace_owners = NamespaceOwners()
         self.namespace_owners.note(namespace, DEFAULT_TENANT)
         granularity = config.cache.cached_tokens_granularity
-        self.cached_granularity = granularity or max(1, int(getattr(runtime, "block_size", 1) or 1))
+        self.cached_granularity = granularity or max(1, runtime.block_size)
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
         self.recorder = recorder_for(config.server.record_path)
         self.recent_requests = RecentRequests()  # read by the cache page
@@ -99,7 +100,7 @@ class Pipeline:
 
     def check_prompt_chars(self, text: str) -> None:
         """Refuse, untokenized, a text too long to fit the context whatever its tokens."""
-        limit, per_token = self.runtime.info.max_context, getattr(self.tokenizer, "longest_token_chars", 0)
+        limit, per_token = self.runtime.info.max_context, self.tokenizer.longest_token_chars
         if per_token and len(text) > limit * per_token:
             raise ContextLengthExceeded(math.ceil(len(text) / per_token), limit, at_least=True)
 
@@ -178,12 +179,11 @@ class Pipeline:
             await events.aclose()
 
     async def admit_fence(self, request: ChatRequest) -> Any:
-        """The request's fence, checked and compiled before admission (off the event loop when the
-        builder offers ``admit``); a constraint that cannot be served raises its 400 here."""
+        """The request's fence, checked and compiled before admission (off the event loop); a
+        constraint that cannot be served raises its 400 here."""
         if self.fence_builder is None:
             return None
-        admit = getattr(self.fence_builder, "admit", None)
-        return await admit(request) if admit is not None else self.fence_builder(request)
+        return await self.fence_builder.admit(request)
 
     async def _events(self, request: ChatRequest, prompt: list[int], max_tokens: int,
                       trace: Optional[RequestTrace] = None) -> AsyncIterator[Event]:
@@ -250,9 +250,9 @@ class _Run:
         self.seq = seq
         self.tenant = request.tenant.name
         scope = request.request_id or uuid.uuid4().hex
-        start = getattr(pipeline.chat_format, "parser_start", None)
-        options = {"start_in": start(request)} if start else {}  # the prompt may end inside a reasoning block
-        self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name), **options)
+        start_in = pipeline.chat_format.parser_start(request)  # the prompt may end inside a reasoning block
+        self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name),
+                                                  start_in=start_in)
         self.detok = IncrementalDetokenizer(pipeline.runtime.tokenizer)
         self.stops = StopStringScanner(request.sampling.stop)
         self.logprobs = ContentLogprobs(pipeline.token_pieces) if request.sampling.logprobs else None
@@ -384,7 +384,7 @@ class _Run:
             reason, error = "error", self._unfinished_call()
         self.record(reason, done.guard_interventions, error)
         usage = self.pipeline.reported(self.usage)
-        relaxed = list(getattr(self.seq.fence, "relaxed", None) or [])
+        relaxed = list(self.seq.fence.relaxed) if self.seq.fence is not None else []
         events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error,
                                relaxed))
         return events

@@ -73,23 +73,20 @@ def _renderings(dialect: Any, name: str) -> list[str]:
     """The texts of a call to ``name`` as the dialect writes it: in a history turn (with any
     block around it) and alone."""
     texts = []
-    render_calls = getattr(dialect, "render_calls", None)
-    if render_calls is not None:
-        texts.append(render_calls([ToolCall("call_check", name, "{}")]))
+    texts.append(dialect.render_calls([ToolCall("call_check", name, "{}")]))
     try:
         texts.append(dialect.render_tool_call(name, "{}"))
-    except (NotImplementedError, AttributeError):  # a dialect without a single-call rendering
+    except NotImplementedError:  # a dialect without a single-call rendering
         pass
     return [text for text in texts if text]
 
 
 def _added_token_texts(tokenizer: Any) -> list[str]:
-    decoder = getattr(tokenizer, "get_added_tokens_decoder", None)
-    if decoder is None:
+    """Markup-like added tokens of the model's ``tokenizers.Tokenizer`` (None: no tokenizer given)."""
+    if tokenizer is None:
         return []
-    return [token.content for token in decoder().values() if _MARKUP.search(token.content)]
+    return [token.content for token in tokenizer.get_added_tokens_decoder().values() if _MARKUP.search(token.content)]
 
 
 def _markup_literals(dialect: Any) -> list[str]:
-    literals = getattr(dialect, "literals", None) or {}
-    return [text.strip() for text in literals.values() if isinstance(text, str) and _MARKUP.search(text)]
+    return [text.strip() for text in dialect.literals.values() if isinstance(text, str) and _MARKUP.search(text)]

@@ -123,6 +123,9 @@ class DeviceTier:
         pool = self.runtime.pool_stats()
         return self.resident_bytes() > self.budget_bytes or pool["blocks_free"] < self.reserve_blocks
 
+    def close(self) -> None:
+        """Nothing to flush: the entries live in the runtime's pool."""
+
     def stats(self) -> dict:
         return {"entries": sum(t.size for t in list(self.tries.values())), "bytes": self.resident_bytes(),
                 "budget_bytes": self.budget_bytes, "reserve_blocks": self.reserve_blocks,

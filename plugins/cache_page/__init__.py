@@ -62,11 +62,12 @@ def page_routes() -> list:
 
 def build_routes(ctx) -> list:
     facts = model_facts(ctx)
-    operators = ctx.keyring.operators()
+    operators = ctx.tenant_policy.operators()
 
     @get("/v1/cache/overview", sync_to_thread=False)
     def cache_overview(request: Request) -> dict[str, Any]:
-        operator = not operators or operators.tenant_for(api_key_from_headers(request.headers)) is not None
+        presented = api_key_from_headers(request.headers)
+        operator = not operators.authenticates() or operators.tenant_for(presented) is not None
         limit = limit_of(request.query_params.get("limit"))
         return overview(ctx, tenant_of(request), operator, limit, facts)
 

@@ -42,7 +42,8 @@ def _when(timestamp: float) -> str:
 @click.pass_context
 def cache_group(ctx: click.Context, config_path: Optional[str], store_path: Optional[str]) -> None:
     """Inspect and manage the SSD prefix cache."""
-    from kvgate.core.config import ConfigError, load_config
+    from kvgate.core.config import ConfigError
+    from kvgate.core.config_sections import load_config
 
     try:
         config = load_config(config_path)

@@ -233,7 +233,7 @@ def chat_format(name: str):
     if name == "qwen3coder":  # a ChatML template over the Qwen3-Coder dialect
         return JinjaChatFormat(CHATML_TEMPLATE, qwen3_coder_xml.Qwen3CoderXml(), {})
     if name == "kimi_k2_thinking":
-        from kvgate.dialects.kimi_format import KimiChatFormat
+        from kvgate.dialects.kimi_k2.chat_format import KimiChatFormat
 
         return KimiChatFormat(kimi_k2.KimiK2("thinking"))
     if name == "smollm2":

@@ -6,9 +6,9 @@ import sys
 import attrs
 import pytest
 
-from kvgate.core.config import load_config, read_config
+from kvgate.core.config import read_config
 from kvgate.core.config_fields import positive
-from kvgate.core.config_sections import bind_plugin_sections
+from kvgate.core.config_sections import bind_plugin_sections, load_config
 from kvgate.core.errors import ConfigError
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.plugins import DuplicateName, build_plugin_manager

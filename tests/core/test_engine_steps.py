@@ -10,7 +10,7 @@ from kvgate.core.engine import steps
 from kvgate.core.engine.engine import Engine, decode_step_for
 import pytest
 
-from kvgate.core.engine.draft import NgramDrafts
+from kvgate.plugins.drafter_ngram import NgramDrafts
 from kvgate.core.engine.speculative import SpeculativeStep
 
 

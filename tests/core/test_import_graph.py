@@ -1,5 +1,6 @@
 """The host is small: nothing under ``core/`` imports a concrete feature, and no concrete feature
-hides in ``core/``.
+hides in ``core/``. No files of core/, adapters/, dialects/, models/ or plugins/ import each other
+around a cycle.
 
 The import graph is read from the source with ``ast`` (every ``import`` and ``from ... import``,
 at module level or inside functions), so a lazy import inside a function counts too.
@@ -82,3 +83,89 @@ def test_core_holds_no_tier_dialect_or_architecture_module():
     names = {path.stem for path in core_files()}
     assert not names & {"ssd_tier", "ssd_store", "manifest", "chunk_files", "device", "grammars_tags"}
     assert not any(name.startswith(("gguf", "llama", "safetensors")) for name in names)
+
+
+# No import cycles between files. Each file is a node named by its dotted module name (a package
+# is its __init__); each import statement, at module level or inside a function, is an edge.
+# ``from x import y`` points at ``x.y`` when that is a module and at ``x`` otherwise.
+GRAPH_FOLDERS = {"core": "kvgate.core", "adapters": "kvgate.adapters", "dialects": "kvgate.dialects",
+                 "models": "kvgate.models", "plugins": "kvgate.plugins"}
+
+
+def module_names(root: Path, folders: dict[str, str]) -> dict[str, Path]:
+    modules = {}
+    for folder, package in folders.items():
+        for path in (root / folder).rglob("*.py"):
+            parts = path.relative_to(root / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def import_targets(module: str, path: Path, known: set[str]) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return targets & known - {module}
+
+
+def import_graph(root: Path, folders: dict[str, str]) -> dict[str, set[str]]:
+    modules = module_names(root, folders)
+    return {name: import_targets(name, path, set(modules)) for name, path in modules.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_between_files():
+    cycles = import_cycles(import_graph(ROOT, GRAPH_FOLDERS))
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_lazy_import(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from kvgate.pkg import a\n")
+    (package / "a.py").write_text("from kvgate.pkg.b import helper\n")
+    (package / "b.py").write_text("def helper():\n    from . import a\n")
+    (package / "c.py").write_text("import kvgate.pkg\n")
+    graph = import_graph(tmp_path, {"pkg": "kvgate.pkg"})
+    assert graph["kvgate.pkg.b"] == {"kvgate.pkg.a"}  # the lazy, relative import
+    assert graph["kvgate.pkg.c"] == {"kvgate.pkg"}  # a package import is its __init__
+    assert import_cycles(graph) == [["kvgate.pkg.a", "kvgate.pkg.b"]]

@@ -10,9 +10,9 @@ from dialect_helpers import (TOOLS, call_id, calls, check_streaming, feed, issue
                              texts)
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolCallEnd
-from kvgate.dialects.deepseek_dsml import escape_value, unescape_value
+from kvgate.dialects.deepseek_dsml.dialect import escape_value, unescape_value
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
-from kvgate.dialects.deepseek_format import format_factory
+from kvgate.dialects.deepseek_dsml import format_factory
 
 WEATHER = Tool("get_weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
 ONE_CALL = [Message("user", "Weather in Paris?"),

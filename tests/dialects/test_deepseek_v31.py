@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from dialect_helpers import TOOLS, call_id, calls, check_streaming, feed, issues, merge, rebuild, texts
 from kvgate.core.types import ChatRequest, Message, ToolCall, ToolCallEnd
 from kvgate.dialects.deepseek_v31 import DeepseekV31
-from kvgate.dialects.deepseek_v31_format import format_factory
+from kvgate.dialects.deepseek_v31 import format_factory
 
 BOS, EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
 PARIS, ROME = '{"city": "Paris"}', '{"city": "Rome", "days": 3, "opts": {"unit": "C"}}'

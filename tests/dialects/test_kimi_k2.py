@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from dialect_helpers import TOOLS, call_id, calls, check_streaming, feed, issues, merge, rebuild, texts
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolCallEnd
-from kvgate.dialects.kimi_format import format_factory
-from kvgate.dialects.kimi_k2 import KimiK2, call_name
+from kvgate.dialects.kimi_k2 import format_factory
+from kvgate.dialects.kimi_k2.dialect import KimiK2, call_name
 
 PARIS, ROME = '{"city": "Paris"}', '{"city": "Rome", "days": 3}'
 TOOL = Tool("get_weather", "Get the weather", {"type": "object", "properties": {"city": {"type": "string"}}})

@@ -231,7 +231,7 @@ def test_fenced_calls_are_valid_with_and_without_speculation(smollm2_runtime, pm
     from kvgate.core.config import Config
     from kvgate.core.config_sections import bind_plugin_sections
     from kvgate.core.fence import tokenizer_info
-    from kvgate.core.fence.check import check_calls
+    from bench.fence_check import check_calls
     from kvgate.core.types import SamplingParams, ToolChoice
     from tests.fence.engine_run import generate, make_engine
 

@@ -15,7 +15,7 @@ import pytest
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
-from kvgate.dialects.deepseek_format import format_factory
+from kvgate.dialects.deepseek_dsml import format_factory
 from kvgate.dialects.glm_xml import GlmChatFormat, GlmXml
 
 WEATHER = Tool("get_weather", "Get the weather", {"type": "object", "properties": {"city": {"type": "string"}}})

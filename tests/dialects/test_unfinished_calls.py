@@ -26,9 +26,7 @@ FULL = [("get_weather", {"city": "Paris", "days": 3, "opts": {"unit": "C"}}), ("
 
 
 def calls_text(dialect) -> str:
-    if hasattr(dialect, "render_calls"):
-        return dialect.render_calls(CALLS)
-    return "".join(dialect.render_tool_call(c.namespace + "__" + c.name if c.namespace else c.name, c.arguments)
+    return dialect.render_calls(CALLS) or "".join(dialect.render_tool_call(c.namespace + "__" + c.name if c.namespace else c.name, c.arguments)
                    for c in CALLS)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bench.fence_check import check_calls
 from kvgate.core.fence import build_request_fence
-from kvgate.core.fence.check import check_calls
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.deepseek_v31 import DeepseekV31

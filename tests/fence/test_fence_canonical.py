@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bench.fence_check import check_calls
 from kvgate.core.fence import build_request_fence
-from kvgate.core.fence.check import check_calls
 from kvgate.core.types import Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.glm_xml import GlmXml

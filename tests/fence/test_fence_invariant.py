@@ -14,15 +14,16 @@ import json
 import pytest
 import torch
 
+from bench.fence_check import check_calls, check_json
 from kvgate.core.engine.sequence import Sequence
 from kvgate.core.engine.draft import draft_for
 from kvgate.core.engine.speculative import verify
 from kvgate.core.fence import build_request_fence
-from kvgate.core.fence.check import check_calls, check_json
 from kvgate.core.types import ResponseFormat, SamplingParams, Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.glm_xml import GlmXml
+from kvgate.plugins.drafter_ngram import NgramDrafts
 from tests.fence.conftest import greedy_run, request
 
 NEST = Tool("configure", "Nested options", {
@@ -81,7 +82,7 @@ def speculative_run(fence, model: Adversary, budget: int) -> list[int]:
     seq = Sequence(prompt=[1, 2, 3], params=SamplingParams(temperature=0.0), max_tokens=budget,
                    stop_token_ids=frozenset(fence.stop_ids), deliver=lambda m: None, fence=fence)
     while seq.budget_left() > 0:
-        draft, forced = draft_for(seq, 4, seq.budget_left() - 1)
+        draft, forced = draft_for(seq, 4, seq.budget_left() - 1, NgramDrafts())
         rows = [model(seq.output + draft[:index]) for index in range(len(draft) + 1)]
         chosen, work = verify(seq, rows, draft, forced)
         seq.fence.take_state(work)

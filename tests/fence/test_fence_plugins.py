@@ -9,7 +9,7 @@ from kvgate.core.fence import FenceError, build_request_fence
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.plugins import DuplicateName, build_plugin_manager, collect
 from kvgate.dialects.chatml_json import ChatmlJson
-from kvgate.plugins.grammar_llguidance import LlgBackend
+from kvgate.plugins.grammar_llguidance.backend import LlgBackend
 from tests.fence.conftest import args, request
 
 
@@ -71,7 +71,7 @@ def test_an_empty_mask_from_the_backend_is_a_clear_error(smol_tokenizer, config)
     out of lexer fuel): the fence refuses to hand the sampler an end-of-turn-only set."""
     from kvgate.core.fence import tokenizer_info
 
-    from kvgate.plugins.grammar_llguidance import LlgMatcher
+    from kvgate.plugins.grammar_llguidance.backend import LlgMatcher
 
     class EmptyMatcher(LlgMatcher):
         def fill_mask(self, bitmask):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.fence_check import check_calls
 from kvgate.core.fence import FenceRequestError, build_request_fence
-from kvgate.core.fence.check import check_calls
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, Tool, ToolChoice
 
 from tests.fence.conftest import greedy_run

@@ -8,10 +8,10 @@ import pytest
 from kvgate.core.config import Config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.engine import speculative
-from kvgate.core.engine.draft import propose_ngram
 from kvgate.core.fence import tokenizer_info
 from kvgate.core.types import ChatRequest, Message, SamplingParams, ToolChoice
 from kvgate.dialects.chatml_json import ChatmlJson
+from kvgate.plugins.drafter_ngram import propose_ngram
 from tests.fence.conftest import WEATHER
 from tests.fence.engine_run import generate, make_engine
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.fence_check import check_calls
 from kvgate.core.config import Config
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.fence import tokenizer_info
-from kvgate.core.fence.check import check_calls
 from kvgate.core.types import ChatRequest, Message, SamplingParams, ToolChoice
 from kvgate.dialects.deepseek_v31 import DeepseekV31
 from kvgate.dialects.kimi_k2 import KimiK2

@@ -20,12 +20,12 @@ reasoning is kept on every assistant turn in thinking mode (drop_thinking is off
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kvgate.core.errors import InvalidRequest
+from kvgate.core.chat_format import ChatFormat
 from kvgate.core.types import ChatRequest, Message, Tool
 from kvgate.dialects._args import dumps, openai_tool
-from kvgate.dialects.deepseek_dsml import DeepseekDsml
 
 BOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
 D = "｜DSML｜"
@@ -58,8 +58,17 @@ TOOLS_V4 = (
 )
 
 
-class DeepseekChatFormat:
-    def __init__(self, dialect: DeepseekDsml):
+class DsmlBodies(Protocol):
+    """What the chat format takes from the DSML dialect: its variant and its assistant turns."""
+
+    variant: str
+
+    def assistant_body(self, message: Message, with_reasoning: bool) -> str:
+        """What the model generated for this turn, end-of-sentence token included."""
+
+
+class DeepseekChatFormat(ChatFormat):
+    def __init__(self, dialect: DsmlBodies):
         self.dialect = dialect
         self.name = "deepseek_" + dialect.variant
 
@@ -164,10 +173,3 @@ def v4_texts(fmt, messages: list[Message], tools: list[Tool], thinking: bool) ->
             text += ASSISTANT + ("<think>" if opens else "</think>")
         out.append({"role": message.role, "content": text})
     return out
-
-
-def format_factory(variant: str):
-    def build(runtime=None, dialect=None) -> DeepseekChatFormat:
-        ok = isinstance(dialect, DeepseekDsml) and dialect.variant == variant
-        return DeepseekChatFormat(dialect if ok else DeepseekDsml(variant))
-    return build

@@ -25,11 +25,12 @@ engine convention in the V3.1 card's shape with R1's call syntax.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from kvgate.core.chat_format import ChatFormat
 from kvgate.core.types import ChatRequest, Message, Tool
 from kvgate.dialects._args import dumps
-from kvgate.dialects.deepseek_v31 import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP, DeepseekV31
+from kvgate.dialects.deepseek_v31.markers import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
 
 BOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
 OUTPUTS_BEGIN, OUTPUTS_END = "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>"
@@ -56,8 +57,17 @@ def tools_block(tools: list[Tool], variant: str) -> str:
             + "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n" + FORMAT_LINE[variant] + tail)
 
 
-class DeepseekV31ChatFormat:
-    def __init__(self, dialect: DeepseekV31):
+class V31Bodies(Protocol):
+    """What the chat format takes from the dialect: its variant and its assistant turns."""
+
+    variant: str
+
+    def assistant_body(self, message: Message) -> str:
+        """What the model generated for this turn (reasoning aside), end-of-sentence token included."""
+
+
+class DeepseekV31ChatFormat(ChatFormat):
+    def __init__(self, dialect: V31Bodies):
         self.dialect = dialect
         self.name = "deepseek_" + dialect.variant
 
@@ -115,10 +125,3 @@ def without_think(message: Message) -> Message:
     if message.tool_calls or "</think>" not in message.content:
         return message
     return Message(role="assistant", content=message.content.split("</think>", 1)[1])
-
-
-def format_factory(variant: str):
-    def build(runtime=None, dialect=None) -> DeepseekV31ChatFormat:
-        ok = isinstance(dialect, DeepseekV31) and dialect.variant == variant
-        return DeepseekV31ChatFormat(dialect if ok else DeepseekV31(variant))
-    return build

@@ -13,7 +13,7 @@ import re
 from array import array
 from typing import Optional
 
-from kvgate.core.tokenizer.cache_lru import SampledLRU
+from kvgate.plugins.tokenizer_cache.cache_lru import SampledLRU
 
 ENTRY_OVERHEAD_BYTES = 512  # measured ~350 per entry (slot, array header, digest, dict and list slots)
 DIGEST_SIZE = 32

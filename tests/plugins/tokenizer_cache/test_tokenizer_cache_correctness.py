@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvgate.core.config import TokenizerCacheConfig
 from kvgate.core.tokenizer.service import TokenizerService
+from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig
+
+from tests.plugins.tokenizer_cache.services import cached_service
 
 PLAIN = st.lists(st.sampled_from(list("ab xyZ019\n\t.,'s:") + ["中", "文", "😀", "é", "👍🏽", " \n"]),
                  max_size=12).map("".join)
@@ -57,7 +59,7 @@ def check_service(service: TokenizerService, texts: list[str], order: list[int])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=PIECES, more=PIECES, order=st.lists(st.integers(0, 60), min_size=1, max_size=40))
 def test_small_bpe_cache_equals_plain(small_bpe, config, pieces, more, order):
-    service = TokenizerService(small_bpe, config, seed=1)
+    service = cached_service(small_bpe, config, seed=1)
     check_service(service, texts_for(pieces, more), order + order)
 
 
@@ -70,7 +72,7 @@ def test_smollm2_cache_equals_plain(smollm2_service, pieces, more, order):
 
 @pytest.fixture(scope="module")
 def smollm2_service(smollm2_tokenizer):
-    return TokenizerService(smollm2_tokenizer, TokenizerCacheConfig(l0_max_entries=4, l1_max_bytes=8000), seed=2)
+    return cached_service(smollm2_tokenizer, TokenizerCacheConfig(l0_max_entries=4, l1_max_bytes=8000), seed=2)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -86,6 +88,6 @@ def test_smollm2_special_token_is_an_atomic_boundary(smollm2_tokenizer, before, 
 
 
 def test_smollm2_declares_its_control_tokens_as_boundaries(smollm2_service):
-    boundaries = smollm2_service.boundary_tokens
+    boundaries = smollm2_service.cache.boundary_tokens
     assert {"<|im_start|>": 1, "<|im_end|>": 2, "<|endoftext|>": 0}.items() <= boundaries.items()
-    assert smollm2_service.refused_boundaries == {}
+    assert smollm2_service.cache.refused_boundaries == {}

@@ -1,8 +1,8 @@
-"""The built-in grammar backend: llguidance (Earley parser over a derivative-based lexer).
+"""The llguidance grammar backend and its matcher (Earley parser over a derivative-based lexer).
 
-Grammars are written as llguidance Lark (see :mod:`kvgate.core.fence.lark`), compiled once per
-distinct grammar text and kept as a template matcher; each request gets a ``deep_copy`` of it
-(microseconds, where compiling takes milliseconds). Masks are computed straight into the fence's
+Grammars are written as llguidance Lark (see :mod:`kvgate.plugins.grammar_llguidance.lark`),
+compiled once per distinct grammar text and kept as a template matcher; each request gets a
+``deep_copy`` of it (microseconds, where compiling takes milliseconds). Masks are computed straight into the fence's
 bitmask buffer; rollback and copy serve speculative decoding.
 """
 
@@ -17,9 +17,8 @@ import numpy as np
 from kvgate.core.fence.errors import FenceError, FenceRequestError
 from kvgate.core.fence.grammar import Node, json_node
 from kvgate.core.fence.mask import bitmask_words
-from kvgate.core.fence.lark import to_lark
 from kvgate.core.fence.tokens import TokenizerInfo
-from kvgate.core.hookspecs import hookimpl
+from kvgate.plugins.grammar_llguidance.lark import to_lark
 
 TEMPLATE_CACHE_SIZE = 128
 # JSON Schema keywords llguidance 1.9 refuses ("Unimplemented keys"): the fence drops them (a superset)
@@ -136,8 +135,3 @@ def short(error: str) -> str:
     text = text.split(": ", 1)[1] if text.startswith("at ") and ": " in text else text
     text = f"{text} {reason}" if reason else text
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "..."
-
-
-@hookimpl
-def register_grammar_backends(register):
-    register("llguidance", LlgBackend)

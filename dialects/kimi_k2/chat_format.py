@@ -16,16 +16,26 @@ a checkpoint that ships a template is rendered by that template instead (the def
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
-from kvgate.core.types import ChatRequest, Message, Tool
+from kvgate.core.chat_format import ChatFormat
+from kvgate.core.types import ChatRequest, Message, Tool, ToolCall
 from kvgate.dialects._args import openai_tool
-from kvgate.dialects.kimi_k2 import KimiK2
 
 DEFAULT_SYSTEM = "You are Kimi, an AI assistant created by Moonshot AI."
 MARKERS = {"user": "<|im_user|>", "assistant": "<|im_assistant|>", "system": "<|im_system|>",
            "tool": "<|im_system|>"}
 GENERATION = "<|im_assistant|>assistant<|im_middle|>"
+
+
+class KimiBodies(Protocol):
+    """What the chat format takes from the Kimi K2 dialect: call ids and assistant turns."""
+
+    def call_id_text(self, call: ToolCall, index: int) -> str:
+        """The ID written for ``call``, the ``index``-th call of the conversation."""
+
+    def assistant_body(self, message: Message, first_index: int = 0, keep_reasoning: bool = True) -> str:
+        """What the model generated for this turn (end-of-turn token aside)."""
 
 
 def tool_list(tools: list[Tool]) -> list[dict[str, Any]]:
@@ -36,7 +46,7 @@ def tool_declare(tools: list[Tool]) -> str:
     return json.dumps(tool_list(tools), ensure_ascii=False, separators=(",", ":"))
 
 
-def bodies(dialect: KimiK2, messages: list[Message]) -> list[tuple[Message, str, str]]:
+def bodies(dialect: KimiBodies, messages: list[Message]) -> list[tuple[Message, str, str]]:
     """(message, its text, the ID its tool result answers) for every message: an assistant turn's
     text is the dialect's body (calls included), a tool result's is its content."""
     last_plain = max((i for i, m in enumerate(messages) if m.role == "assistant" and not m.tool_calls), default=-1)
@@ -56,7 +66,7 @@ def bodies(dialect: KimiK2, messages: list[Message]) -> list[tuple[Message, str,
     return out
 
 
-def turns(dialect: KimiK2, messages: list[Message], tools: list[Tool]) -> list[tuple[str, str, str]]:
+def turns(dialect: KimiBodies, messages: list[Message], tools: list[Tool]) -> list[tuple[str, str, str]]:
     """(role, role name, text) of every turn, the tool declaration and default system included."""
     out = [("system", "tool_declare", tool_declare(tools))] if tools else []
     if not messages or messages[0].role != "system":
@@ -68,7 +78,7 @@ def turns(dialect: KimiK2, messages: list[Message], tools: list[Tool]) -> list[t
     return out
 
 
-def template_messages(dialect: KimiK2, messages: list[Message]) -> list[dict[str, Any]]:
+def template_messages(dialect: KimiBodies, messages: list[Message]) -> list[dict[str, Any]]:
     """The messages as Kimi's own chat template reads them: it declares the tools (from its
     ``tools`` variable), adds the default system turn and writes ``## Return of`` + ``tool_call_id``
     itself; an assistant turn's calls are already in its content, as the template would write them."""
@@ -81,8 +91,8 @@ def template_messages(dialect: KimiK2, messages: list[Message]) -> list[dict[str
     return out
 
 
-class KimiChatFormat:
-    def __init__(self, dialect: KimiK2):
+class KimiChatFormat(ChatFormat):
+    def __init__(self, dialect: KimiBodies):
         self.dialect = dialect
         self.name = "kimi_k2"
 
@@ -93,7 +103,3 @@ class KimiChatFormat:
 
     def parser_start(self, request: ChatRequest) -> str:
         return "content"
-
-
-def format_factory(runtime=None, dialect=None) -> KimiChatFormat:
-    return KimiChatFormat(dialect if isinstance(dialect, KimiK2) else KimiK2())

@@ -2,10 +2,10 @@
 
 * L0, exact match: keyed on the whole input text, at most ``l0_max_entries`` entries, approximate
   LRU by sampling; an entry holds the input and its token ids.
-* L1, prefix match at special-token boundaries (see :mod:`kvgate.core.tokenizer.cache_l1`): on a
-  miss one entry per boundary of the input; on a hit only the text after the deepest cached
-  boundary is tokenized, and one entry is added at the input's deepest boundary if it lies past
-  the match. Bounded by ``l1_max_bytes``. An input without boundary tokens always misses.
+* L1, prefix match at special-token boundaries (see :mod:`.cache_l1`): on a miss one entry per
+  boundary of the input; on a hit only the text after the deepest cached boundary is tokenized,
+  and one entry is added at the input's deepest boundary if it lies past the match. Bounded by
+  ``l1_max_bytes``. An input without boundary tokens always misses.
 
 Tokenization runs outside the lock; only cache reads and writes are serialized.
 """
@@ -18,10 +18,10 @@ from typing import Callable, Optional
 
 from tokenizers import Encoding
 
-from kvgate.core.config import TokenizerCacheConfig
-from kvgate.core.tokenizer.cache_l1 import Boundaries, L1Cache
-from kvgate.core.tokenizer.cache_lru import SampledLRU
-from kvgate.core.tokenizer.cache_metrics import TokenizerCacheMetrics
+from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig
+from kvgate.plugins.tokenizer_cache.cache_l1 import Boundaries, L1Cache
+from kvgate.plugins.tokenizer_cache.cache_lru import SampledLRU
+from kvgate.plugins.tokenizer_cache.cache_metrics import TokenizerCacheMetrics
 
 
 class _LayerStats:

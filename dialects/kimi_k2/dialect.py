@@ -13,8 +13,8 @@ Wire format (byte-exact; every ``<|…|>`` marker is a special token in Kimi's v
 * Tool definitions, turns and tool results belong to the whole prompt. On the defaults the
   checkpoint's own Jinja template writes them: it gets the tools as its ``tools`` variable
   (``template_tools``), each tool result's ID as ``tool_call_id`` and each assistant turn's body
-  as content (see ``kimi_format.template_messages``). Without a template, chat format ``kimi_k2``
-  (:mod:`kvgate.dialects.kimi_format`) writes the same layout itself.
+  as content (see ``chat_format.template_messages``). Without a template, chat format ``kimi_k2``
+  (:mod:`kvgate.dialects.kimi_k2.chat_format`) writes the same layout itself.
 
 Template source: checked against a published copy of the Kimi K2 chat template (role markers,
 ``tool_declare`` turn, default system turn, ``## Return of`` + ID, the call syntax). Published
@@ -52,10 +52,10 @@ from kvgate.core.fence.compose import any_tool, compose, literal, with_reasoning
 from kvgate.core.fence.grammar import Lit, Node, TextThen, alt, json_node, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import exclude_markup, tool_parameters
-from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._jsoncall import JsonCallParser
 from kvgate.dialects._stream import NEED_MORE
+from kvgate.dialects.kimi_k2.chat_format import template_messages, tool_list
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 CALL_BEGIN, ARG_BEGIN, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
@@ -127,16 +127,12 @@ class KimiK2(Dialect):
         return think + message.content + self.render_calls(message.tool_calls, first_index)
 
     def template_tools(self, tools: list[Tool]) -> list[dict[str, Any]]:
-        from kvgate.dialects.kimi_format import tool_list
-
         return tool_list(tools)
 
     def render_messages(self, messages: list[Message], tools: list[Tool], tool_choice: ToolChoice,
                         *, thinking: Optional[bool] = None) -> list[dict[str, Any]]:
-        """The messages for the model's own Jinja template (see ``kimi_format.template_messages``;
+        """The messages for the model's own Jinja template (see ``chat_format.template_messages``;
         the tools reach it through ``template_tools``)."""
-        from kvgate.dialects.kimi_format import template_messages
-
         return template_messages(self, messages)
 
     # ---- parsing and fences
@@ -191,15 +187,3 @@ class KimiParser(JsonCallParser):
             self.issue(f"a bare call id {name!r} read as the only tool {offered[0]!r}", self.raw)
             name = offered[0]
         return self.begin_call(name)
-
-
-@hookimpl
-def register_dialects(register):
-    register("kimi_k2", KimiK2)
-
-
-@hookimpl
-def register_chat_formats(register):
-    from kvgate.dialects.kimi_format import format_factory
-
-    register("kimi_k2", format_factory)

@@ -1,12 +1,13 @@
-"""Resent outputs keep their sampled ids (core/tokenizer/outputs.py), with the real SmolLM2 tokenizer."""
+"""Resent outputs keep their sampled ids (plugins/tokenizer_cache/outputs.py), with the real SmolLM2 tokenizer."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from kvgate.core.config import TokenizerCacheConfig
-from kvgate.core.tokenizer.service import TokenizerService
-from kvgate.core.tokenizer.outputs import OutputIdsRegistry
+from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig
+from kvgate.plugins.tokenizer_cache.outputs import OutputIdsRegistry
+
+from tests.plugins.tokenizer_cache.services import cached_service
 
 REUSE = TokenizerCacheConfig(reuse_output_ids=True)
 HISTORY = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nName a road.<|im_end|>\n<|im_start|>assistant\n"
@@ -24,7 +25,7 @@ def metric(registry: CollectorRegistry, name: str) -> float:
 
 def test_a_resent_output_is_tokenized_as_sampled(smollm2_tokenizer):
     registry = CollectorRegistry()
-    service = TokenizerService(smollm2_tokenizer, REUSE, registry=registry)
+    service = cached_service(smollm2_tokenizer, REUSE, registry=registry)
     prompt = service.encode(HISTORY)
     output = sampled_winding(smollm2_tokenizer)
     resent = HISTORY + " Winding road" + FOLLOW_UP
@@ -42,7 +43,7 @@ def test_a_resent_output_is_tokenized_as_sampled(smollm2_tokenizer):
 
 def test_other_namespaces_and_edited_text_are_tokenized_canonically(smollm2_tokenizer):
     registry = CollectorRegistry()
-    service = TokenizerService(smollm2_tokenizer, REUSE, registry=registry)
+    service = cached_service(smollm2_tokenizer, REUSE, registry=registry)
     service.register_output("tenant-a", service.encode(HISTORY), sampled_winding(smollm2_tokenizer))
     resent = HISTORY + " Winding road" + FOLLOW_UP
     assert service.encode_prompt(resent, "tenant-b") == service.encode_uncached(resent)
@@ -52,7 +53,7 @@ def test_other_namespaces_and_edited_text_are_tokenized_canonically(smollm2_toke
 
 
 def test_outputs_that_cannot_be_one_run_are_not_registered(smollm2_tokenizer):
-    service = TokenizerService(smollm2_tokenizer, REUSE)
+    service = cached_service(smollm2_tokenizer, REUSE)
     prompt = service.encode(HISTORY)
     im_start = smollm2_tokenizer.token_to_id("<|im_start|>")
     assert not service.register_output("ns", prompt, [im_start])  # nothing but a boundary token
@@ -81,6 +82,6 @@ def test_one_namespace_cannot_push_out_the_others():
 
 
 def test_outputs_are_not_reused_unless_the_config_asks(smollm2_tokenizer):
-    service = TokenizerService(smollm2_tokenizer)  # the default: cold and cached prompts tokenize alike
+    service = cached_service(smollm2_tokenizer)  # the default: cold and cached prompts tokenize alike
     prompt = service.encode(HISTORY)
     assert not service.register_output("ns", prompt, service.encode("Winding road"))

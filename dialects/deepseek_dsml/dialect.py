@@ -23,7 +23,7 @@ Wire format (byte-exact; ``D`` is ``'｜DSML｜'`` (fullwidth bars) for v32 and 
   ``json.dumps`` text. No escaping rule for V4.1 is documented in those sources, so none is applied
   (as v32). Its prompt encoder is not reproduced here: v41 names no chat format.
 * Tool definitions, user turns and tool results belong to the whole prompt: see
-  :mod:`kvgate.dialects.deepseek_format` (chat formats ``deepseek_v32`` / ``deepseek_v4``).
+  :mod:`kvgate.dialects.deepseek_dsml.chat_format` (chat formats ``deepseek_v32`` / ``deepseek_v4``).
 
 Parsing: text before the block is content (the ``'\\n\\n'`` before it is syntax; one or no newline
 is read too), ``<think>``/``</think>`` delimit reasoning, whitespace between tags is lenient, the
@@ -75,12 +75,12 @@ from kvgate.core.fence.compose import any_tool, compose, literal, tag_value, wit
 from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, alt, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import is_string_schema, properties
-from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Event, Message, TextDelta, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import history_members, wire_value
 from kvgate.dialects._stream import NEED_MORE
 from kvgate.dialects._tagcall import THINK_CLOSE, THINK_OPEN, TagCallParser
 from kvgate.dialects._typing import json_object
+from kvgate.dialects.deepseek_dsml.chat_format import DeepseekChatFormat
 
 VARIANTS = {"v32": "function_calls", "v4": "tool_calls", "v41": "calls"}
 DSML = "｜DSML｜"
@@ -173,9 +173,7 @@ class DeepseekDsml(Dialect):
 
     def render_messages(self, messages: list[Message], tools: list[Tool], tool_choice: ToolChoice,
                         *, thinking: Optional[bool] = None) -> list[dict[str, Any]]:
-        """Per-message text of the chat format as role/content dicts (see deepseek_format)."""
-        from kvgate.dialects.deepseek_format import DeepseekChatFormat
-
+        """Per-message text of the chat format as role/content dicts (see chat_format)."""
         return DeepseekChatFormat(self).message_texts(messages, tools, bool(thinking))
 
     def new_parser(self, tools: list[Tool], call_id: CallIdFactory, *,
@@ -411,16 +409,3 @@ class DsmlParser(TagCallParser):
 
     def unescape(self, text: str) -> str:
         return unescape_value(text) if self.escaping else text
-
-
-@hookimpl
-def register_dialects(register):
-    register("deepseek_dsml", DeepseekDsml)
-
-
-@hookimpl
-def register_chat_formats(register):
-    from kvgate.dialects.deepseek_format import format_factory
-
-    register("deepseek_v32", format_factory("v32"))
-    register("deepseek_v4", format_factory("v4"))

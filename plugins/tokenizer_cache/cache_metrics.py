@@ -5,12 +5,12 @@
 * ``smg_tokenizer_cache_reused_bytes_total{layer}`` -- input bytes whose tokens came from the cache
 * ``kvgate_tokenizer_output_ids_reused_total`` and ``kvgate_tokenizer_output_ids_reused_tokens_total``
   -- resent assistant turns given the ids the model sampled for them, and those ids
-  (:mod:`kvgate.core.tokenizer.outputs`)
+  (:mod:`.outputs`)
 
 Metric objects belong to one :class:`prometheus_client.CollectorRegistry`: :func:`metrics_for`
 creates them once per registry and hands the same objects to every service that shares it (their
 counts add up, as SMG's do), so tests can build as many services and registries as they like.
-With no registry a service gets a private one, and its numbers are still in ``cache_stats()``.
+With no registry a cache gets a private one, and its numbers are still in its ``stats()``.
 """
 
 from __future__ import annotations

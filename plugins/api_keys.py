@@ -1,4 +1,5 @@
-"""API keys and the tenants they name: ``[server] api_key`` and ``[[server.keys]]``.
+"""The built-in tenant policy: API keys and the tenants they name, from ``[server] api_key`` and
+``[[server.keys]]``; active when at least one key is configured.
 
 ::
 
@@ -31,23 +32,29 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from kvgate.core.errors import ConfigError
+from kvgate.core.hookspecs import hookimpl
 from kvgate.core.tenants import DEFAULT_TENANT, Tenant
 
 
 class Keyring:
-    """The configured keys; empty means authentication is off (everyone is the default tenant)."""
+    """The configured keys, a :class:`kvgate.core.tenant_policy.TenantPolicy`; empty means
+    authentication is off (everyone is the default tenant)."""
 
     def __init__(self, entries: Optional[list[tuple[str, Tenant]]] = None):
         self.entries = [(key.encode("utf-8"), tenant) for key, tenant in entries or []]
 
     closed = False  # True: no entry means nobody is let in (not: authentication is off)
 
-    def __bool__(self) -> bool:
+    def authenticates(self) -> bool:
+        """Whether a key is needed: some key is configured, or this is a closed operators ring."""
         return bool(self.entries) or self.closed
 
-    def tenant_for(self, presented: str) -> Optional[Tenant]:
-        """The tenant whose key is ``presented``, or None."""
-        given, found = presented.encode("utf-8", "surrogatepass"), None
+    def __bool__(self) -> bool:
+        return self.authenticates()
+
+    def tenant_for(self, presented_key: str) -> Optional[Tenant]:
+        """The tenant whose key is ``presented_key``, or None."""
+        given, found = presented_key.encode("utf-8", "surrogatepass"), None
         for key, tenant in self.entries:
             if hmac.compare_digest(given, key) and found is None:
                 found = tenant
@@ -109,3 +116,14 @@ def check_unique(entries: list[tuple[str, Tenant]]) -> None:
         seen[key] = tenant
         if shared.setdefault(tenant.name, tenant.shared_namespace) != tenant.shared_namespace:
             raise ConfigError(f"server.keys: the keys of tenant {tenant.name!r} name different shared_namespace values")
+
+
+def keyring_policy(config) -> Optional[Keyring]:
+    """The keys of ``config``'s ``[server]`` section, or None when none is set (this policy inactive)."""
+    keyring = Keyring.from_config(config.server)
+    return keyring if keyring else None
+
+
+@hookimpl
+def register_tenant_policies(register):
+    register("api_keys", keyring_policy)

@@ -7,8 +7,8 @@ import pytest
 
 from kvgate.core.config import read_config
 from kvgate.core.errors import ConfigError
-from kvgate.core.keyring import Keyring
 from kvgate.core.tenants import DEFAULT, Tenant, scoped_namespace
+from kvgate.plugins.api_keys import Keyring
 
 
 def keyring(tmp_path, text: str, environ=None) -> Keyring:
@@ -74,8 +74,8 @@ def test_namespaces_of_tenants_salts_and_shared_namespaces():
 
 
 def test_operators_are_every_key_of_one_tenant_and_admins_of_several():
-    from kvgate.core.keyring import Keyring
     from kvgate.core.tenants import Tenant
+    from kvgate.plugins.api_keys import Keyring
 
     single = Keyring([("k1", Tenant("default")), ("k2", Tenant("default"))])
     assert single.operators() is single

@@ -13,7 +13,7 @@ Wire format (byte-exact; every ``<｜…｜>`` marker is one added token in Deep
   as both templates insert the client's arguments string.
 * Reasoning: the model writes ``reasoning + '</think>'`` when the prompt opened ``<think>``; the
   templates drop reasoning from history. Tool definitions, user turns and tool results belong to
-  the whole prompt: :mod:`kvgate.dialects.deepseek_v31_format` (chat formats ``deepseek_v31`` /
+  the whole prompt: :mod:`kvgate.dialects.deepseek_v31.chat_format` (chat formats ``deepseek_v31`` /
   ``deepseek_r1``).
 
 Parsing: text before ``<｜tool▁calls▁begin｜>`` is content, ``<think>``/``</think>`` delimit
@@ -42,14 +42,12 @@ from kvgate.core.fence.compose import any_tool, compose, literal, with_reasoning
 from kvgate.core.fence.grammar import Lit, Node, TextThen, json_node, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import exclude_markup, tool_parameters
-from kvgate.core.hookspecs import hookimpl
 from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._jsoncall import JsonCallParser
 from kvgate.dialects._stream import NEED_MORE
+from kvgate.dialects.deepseek_v31.chat_format import system_text, without_think
+from kvgate.dialects.deepseek_v31.markers import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, EOS, SEP
 
-CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
-CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
-EOS = "<｜end▁of▁sentence｜>"
 VARIANTS = ("v31", "r1")
 MARKUP = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, EOS)
 
@@ -113,9 +111,7 @@ class DeepseekV31(Dialect):
         V3.1 template gives the bytes of the chat format then): the system texts joined by
         ``'\\n\\n'`` plus the tools, user text and tool results raw, an assistant turn's content and
         calls (no end-of-sentence token: templates write it). The whole prompt without a template is
-        :mod:`kvgate.dialects.deepseek_v31_format`."""
-        from kvgate.dialects.deepseek_v31_format import system_text, without_think
-
+        :mod:`kvgate.dialects.deepseek_v31.chat_format`."""
         system = system_text(messages, tools, self.variant)
         out = [{"role": "system", "content": system}] if system else []
         for message in messages:
@@ -191,16 +187,3 @@ class DeepseekCallParser(JsonCallParser):
 
     def args_end(self) -> list[str]:
         return ["\n```" + self.call_close, "```" + self.call_close] if self.fenced else [self.call_close]
-
-
-@hookimpl
-def register_dialects(register):
-    register("deepseek_v31", DeepseekV31)
-
-
-@hookimpl
-def register_chat_formats(register):
-    from kvgate.dialects.deepseek_v31_format import format_factory
-
-    register("deepseek_v31", format_factory("v31"))
-    register("deepseek_r1", format_factory("r1"))

@@ -1,6 +1,6 @@
 """Judging an output after the fact: do its tool calls parse and validate, and does it re-render?
 
-Used by tests and ``bench/bench_fence.py``. A call counts as valid when the dialect's own parser
+Used by tests and ``bench/bench_fence.py`` (through ``bench/fence_workload.py``). A call counts as valid when the dialect's own parser
 reads it without a ParseIssue, names a request tool, and its arguments validate against the
 tool's JSON Schema; a structured answer is valid when it is JSON that validates.
 """

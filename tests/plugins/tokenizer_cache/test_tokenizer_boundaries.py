@@ -7,8 +7,9 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from kvgate.core.tokenizer.service import TokenizerService
-from kvgate.core.tokenizer.boundaries import choose_boundary_tokens
+from kvgate.plugins.tokenizer_cache.boundaries import choose_boundary_tokens
 
+from tests.plugins.tokenizer_cache.services import cached_service
 from tests.tokenizer.tokenizers_for_tests import CORPUS, train_byte_level_bpe
 
 
@@ -35,7 +36,7 @@ def with_added(*tokens: AddedToken, extra_plain: tuple[AddedToken, ...] = ()) ->
 
 
 def assert_service_is_exact(tokenizer: Tokenizer, texts: list[str]) -> TokenizerService:
-    service = TokenizerService(tokenizer, seed=0)
+    service = cached_service(tokenizer, seed=0)
     for text in texts + texts:
         assert service.encode(text) == plain(tokenizer, text)
     return service
@@ -80,12 +81,12 @@ def test_special_tokens_with_neighbour_dependent_options_are_refused(token, reas
 
 def test_declared_special_text_that_is_not_an_added_token_is_refused(small_bpe):
     """A BOS named in a model config but absent from the added tokens is ordinary text to BPE."""
-    service = TokenizerService(small_bpe, special_tokens=["hello"])
-    assert "hello" not in service.boundary_tokens
-    assert "not an added token" in service.refused_boundaries["hello"]
+    service = cached_service(small_bpe, special_tokens=["hello"])
+    assert "hello" not in service.cache.boundary_tokens
+    assert "not an added token" in service.cache.refused_boundaries["hello"]
 
 
 def test_added_non_special_token_is_not_a_boundary(small_bpe):
-    service = TokenizerService(small_bpe)
-    assert "<tool_call>" not in service.boundary_tokens
-    assert set(service.boundary_tokens) == {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+    service = cached_service(small_bpe)
+    assert "<tool_call>" not in service.cache.boundary_tokens
+    assert set(service.cache.boundary_tokens) == {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}

@@ -1,0 +1,31 @@
+"""DeepSeek tool-call tokens: the tool dialect (``dialect``, V3.1 / V3.2-Exp and V3 / R1), its
+markers (``markers``) and the whole-prompt chat formats (``chat_format``), registered as dialect
+``deepseek_v31`` and chat formats ``deepseek_v31`` / ``deepseek_r1``.
+
+Entry point ``deepseek_v31 = "kvgate.dialects.deepseek_v31"``.
+"""
+
+from __future__ import annotations
+
+from kvgate.core.hookspecs import hookimpl
+from kvgate.dialects.deepseek_v31.chat_format import DeepseekV31ChatFormat
+from kvgate.dialects.deepseek_v31.dialect import DeepseekV31
+
+
+def format_factory(variant: str):
+    """The chat format of ``variant``, around the dialect in use when it is that variant."""
+    def build(runtime=None, dialect=None) -> DeepseekV31ChatFormat:
+        ok = isinstance(dialect, DeepseekV31) and dialect.variant == variant
+        return DeepseekV31ChatFormat(dialect if ok else DeepseekV31(variant))
+    return build
+
+
+@hookimpl
+def register_dialects(register):
+    register("deepseek_v31", DeepseekV31)
+
+
+@hookimpl
+def register_chat_formats(register):
+    register("deepseek_v31", format_factory("v31"))
+    register("deepseek_r1", format_factory("r1"))

@@ -1,0 +1,12 @@
+"""The built-in grammar backend ``llguidance``: the backend and its matcher (:mod:`.backend`) and
+the translation of the fence's neutral grammar into llguidance's Lark dialect (:mod:`.lark`)."""
+
+from __future__ import annotations
+
+from kvgate.core.hookspecs import hookimpl
+from kvgate.plugins.grammar_llguidance.backend import LlgBackend
+
+
+@hookimpl
+def register_grammar_backends(register):
+    register("llguidance", LlgBackend)
