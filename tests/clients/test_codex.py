@@ -125,6 +125,7 @@ def test_codex_exec_over_http(codex_bin, server, tmp_path):
     assert code == 0, (events, stderr)
     assert agent_messages(events) and agent_messages(events)[0].strip()
     assert turn_usage(events)["input_tokens"] > 8192  # served past the trained context
+    server.wait_for_log("POST /v1/responses 200")  # the line is written once the stream has closed
     log = server.log()[before:]
     assert "POST /v1/responses 200" in log and "WEBSOCKET" not in log
 
