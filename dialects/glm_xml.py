@@ -53,15 +53,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from kvgate.core.chat_format import ChatFormat
 from kvgate.core.dialect import ARCHITECTURE_MATCH, TEMPLATE_MATCH, CallIdFactory, Dialect
 from kvgate.core.fence.compose import any_tool, compose, literal, tag_value, with_reasoning
 from kvgate.core.fence.grammar import AnyOrder, Field, Lit, Node, TextThen, seq
 from kvgate.core.fence.plan import FencePlan
 from kvgate.core.fence.schema import is_string_schema, properties
 from kvgate.core.hookspecs import hookimpl
-from kvgate.core.chat_format import ChatFormat
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import dumps, history_members, openai_tool, wire_value
+from kvgate.dialects._formats import variant_format
 from kvgate.dialects._stream import NEED_MORE
 from kvgate.dialects._tagcall import THINK_CLOSE, THINK_OPEN, TagCallParser
 
@@ -334,10 +335,7 @@ class GlmParser(TagCallParser):
 
 
 def _format_factory(variant: str):
-    def build(runtime=None, dialect=None) -> GlmChatFormat:
-        chosen = dialect if isinstance(dialect, GlmXml) and dialect.variant == variant else GlmXml(variant)
-        return GlmChatFormat(chosen)
-    return build
+    return variant_format(variant, GlmXml, GlmChatFormat)
 
 
 @hookimpl

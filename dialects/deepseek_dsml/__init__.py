@@ -8,16 +8,14 @@ Entry point ``deepseek_dsml = "kvgate.dialects.deepseek_dsml"``.
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
+from kvgate.dialects._formats import variant_format
 from kvgate.dialects.deepseek_dsml.chat_format import DeepseekChatFormat
 from kvgate.dialects.deepseek_dsml.dialect import DeepseekDsml
 
 
 def format_factory(variant: str):
     """The chat format of ``variant``, around the dialect in use when it is that DSML variant."""
-    def build(runtime=None, dialect=None) -> DeepseekChatFormat:
-        ok = isinstance(dialect, DeepseekDsml) and dialect.variant == variant
-        return DeepseekChatFormat(dialect if ok else DeepseekDsml(variant))
-    return build
+    return variant_format(variant, DeepseekDsml, DeepseekChatFormat)
 
 
 @hookimpl

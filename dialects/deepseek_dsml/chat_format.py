@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kvgate.core.errors import InvalidRequest
 from kvgate.core.chat_format import ChatFormat
+from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, Tool
 from kvgate.dialects._args import dumps, openai_tool
 

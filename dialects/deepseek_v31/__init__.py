@@ -8,16 +8,14 @@ Entry point ``deepseek_v31 = "kvgate.dialects.deepseek_v31"``.
 from __future__ import annotations
 
 from kvgate.core.hookspecs import hookimpl
+from kvgate.dialects._formats import variant_format
 from kvgate.dialects.deepseek_v31.chat_format import DeepseekV31ChatFormat
 from kvgate.dialects.deepseek_v31.dialect import DeepseekV31
 
 
 def format_factory(variant: str):
     """The chat format of ``variant``, around the dialect in use when it is that variant."""
-    def build(runtime=None, dialect=None) -> DeepseekV31ChatFormat:
-        ok = isinstance(dialect, DeepseekV31) and dialect.variant == variant
-        return DeepseekV31ChatFormat(dialect if ok else DeepseekV31(variant))
-    return build
+    return variant_format(variant, DeepseekV31, DeepseekV31ChatFormat)
 
 
 @hookimpl
