@@ -42,3 +42,21 @@ def smollm2_runtime(smollm2_model_cache):
 def smollm2_runtime_bf16(smollm2_model_cache):
     """SmolLM2-135M-Instruct in bf16 (the serving dtype). Release every session you create."""
     return _load_smollm2("bf16", smollm2_model_cache)
+
+
+@pytest.fixture(scope="session")
+def small_bpe():
+    """A byte-level BPE trained here in well under a second, with ChatML special tokens and one added
+    non-special token -- the same pipeline shape as SmolLM2's, but fast to build."""
+    from tests.tokenizer.tokenizers_for_tests import train_byte_level_bpe
+
+    return train_byte_level_bpe()
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The real SmolLM2 tokenizer, built from the embedded GGUF's metadata with
+    :func:`kvgate.models.gguf_tokenizer.build_tokenizer` (about 2 s, once per session)."""
+    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+
+    return smollm2_from_gguf()

@@ -9,7 +9,6 @@ channel for ``http.disconnect`` while it waits, so an abandoned request is cance
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from litestar import Request, Response, post
@@ -20,6 +19,7 @@ from kvgate.adapters.openai_chat.render import ResponseMeta, generation_failed_m
 from kvgate.adapters.openai_chat.request import to_chat_request
 from kvgate.adapters.openai_chat.stream import ChunkRenderer
 from kvgate.core.errors import KvgateError
+from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
 from kvgate.core.http.routing import read_json_object, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
@@ -45,15 +45,9 @@ def chat_route(ctx):
 
 async def complete(events: AsyncIterator, meta: ResponseMeta, receive: Callable[[], Awaitable[dict]]) -> Response:
     collected = Collected(meta)
-    drain = asyncio.ensure_future(_drain(events, collected))
-    gone = asyncio.ensure_future(_client_gone(receive))
     try:
-        await asyncio.wait({drain, gone}, return_when=asyncio.FIRST_COMPLETED)
+        drain = await unless_gone_first(_drain(events, collected), http_disconnect(receive))
     finally:
-        gone.cancel()
-        if not drain.done():
-            drain.cancel()
-            await asyncio.gather(drain, return_exceptions=True)
         await events.aclose()
     if drain.cancelled():
         log.info("%s: client disconnected; request cancelled", meta.id)
@@ -72,9 +66,6 @@ async def _drain(events: AsyncIterator, collected: Collected) -> None:
         collected.add(event)
 
 
-async def _client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 async def stream_response(events: AsyncIterator, meta: ResponseMeta) -> Any:

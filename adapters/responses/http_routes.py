@@ -15,14 +15,14 @@ a client that leaves cancels its generation (answered 499, which nobody reads).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Optional
 
 from litestar import Request, Response, delete, get, post
 
 from kvgate.core.errors import NotFound
+from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
 from kvgate.core.http.routing import read_json_object, sse_event, sse_response
 from kvgate.core.http.request_hints import apply_hints
 from kvgate.core.tenants import tenant_of
@@ -47,22 +47,10 @@ def _json_unless_gone(data: Optional[Any]) -> Response:
     return Response(b"", status_code=CLIENT_CLOSED_REQUEST) if data is None else _json(data)
 
 
-async def _client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
 async def unless_client_gone(work: Awaitable[Any], request: Request) -> Optional[Any]:
     """The result of ``work``, or None when the client disconnected first (``work`` is cancelled:
     closing the pipeline's event stream cancels the sequence in the engine)."""
-    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(_client_gone(request.receive))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    task = await unless_gone_first(work, http_disconnect(request.receive))
     if task.cancelled():
         log.info("responses: client disconnected; request cancelled")
         return None

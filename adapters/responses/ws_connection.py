@@ -22,6 +22,7 @@ from litestar import WebSocket
 from litestar.exceptions import WebSocketDisconnect
 
 from kvgate.core.http.body import BodyLimits, parse_off_loop
+from kvgate.core.http.client_gone import unless_gone_first
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
 from kvgate.core.http.request_hints import apply_hints
 from kvgate.core.http.request_log import log_websocket_request
@@ -76,16 +77,11 @@ class Connection:
 
     async def _run_unless_gone(self, work) -> bool:
         """Run ``work``; if the client disconnects first, cancel it. False when the socket is gone."""
-        task, gone = asyncio.create_task(work), asyncio.create_task(self.gone.wait())
-        try:
-            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-            if not task.done():
-                task.cancel()
-                log.info("responses websocket: client left; request cancelled")
-            await asyncio.gather(task, return_exceptions=True)
-        return not task.cancelled() and task.exception() is None and task.result()
+        task = await unless_gone_first(work, self.gone.wait())
+        if task.cancelled():
+            log.info("responses websocket: client left; request cancelled")
+            return False
+        return task.exception() is None and task.result()
 
     async def _answer(self, text: str) -> bool:
         """Handle one frame; False when the client is gone (sending to it failed)."""

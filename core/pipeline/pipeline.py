@@ -17,7 +17,7 @@ import logging
 import math
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Optional
 
 import anyio
 import attrs

@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import PrefillInterrupted, Session, check_decode_batch
+from kvgate.core.runtime import PrefillInterrupted, Session
 from kvgate.models.deepseek_v4 import state, tail
 from kvgate.models.deepseek_v4.forward import Segment
 
@@ -16,11 +16,7 @@ class ForwardPasses:
     @torch.inference_mode()
     def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
                 interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
-        if len(tokens) == 0:
-            raise ValueError("prefill needs at least one token")
-        ids = self._token_tensor(tokens)
-        self._check_room(session, len(tokens))
-        self._reserve([session], len(tokens))
+        ids = self._claim_prefill(session, tokens)
         tails = dict(tail.tails(session))  # the layers already run have moved theirs on
         try:
             logits = self.forward.run([Segment(session, session.length, len(tokens))], ids, all_logits, interrupted)
@@ -37,11 +33,7 @@ class ForwardPasses:
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        check_decode_batch(sessions, tokens)
-        ids = self._token_tensor(tokens)
-        for session in sessions:
-            self._check_room(session, 1)
-        self._reserve(sessions, 1)
+        ids = self._claim_decode(sessions, tokens)
         logits = self.forward.run([Segment(s, s.length, 1) for s in sessions], ids, True)
         for session, token in zip(sessions, tokens):
             session.tokens.append(int(token))

@@ -94,15 +94,29 @@ class LlamaRuntime(BlockTables, ModelRuntime):
             raise ValueError(f"token id out of range [0, {self.arch.vocab_size})")
         return torch.tensor(tokens, dtype=torch.long, device=self.device)
 
-    @torch.inference_mode()
-    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
-                interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
+    def _claim_prefill(self, session: Session, tokens: Sequence[int]) -> torch.Tensor:
+        """The ids of ``tokens`` to prefill after ``session``, with room checked and blocks reserved."""
         if len(tokens) == 0:
             raise ValueError("prefill needs at least one token")
         ids = self._token_tensor(tokens)
         self._check_room(session, len(tokens))
-        start = session.length
         self._reserve([session], len(tokens))
+        return ids
+
+    def _claim_decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
+        """The ids of one decode step's ``tokens``, with room checked and a slot reserved per session."""
+        check_decode_batch(sessions, tokens)
+        ids = self._token_tensor(tokens)
+        for session in sessions:
+            self._check_room(session, 1)
+        self._reserve(sessions, 1)
+        return ids
+
+    @torch.inference_mode()
+    def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
+                interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
+        start = session.length
+        ids = self._claim_prefill(session, tokens)
         new_slots = self.pool.slots(session.block_table, start, start + len(tokens))
         context = self._context(session, start + len(tokens)) if start else None
         try:
@@ -115,11 +129,7 @@ class LlamaRuntime(BlockTables, ModelRuntime):
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        check_decode_batch(sessions, tokens)
-        ids = self._token_tensor(tokens)
-        for session in sessions:
-            self._check_room(session, 1)
-        self._reserve(sessions, 1)
+        ids = self._claim_decode(sessions, tokens)
         lengths = [s.length for s in sessions]
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)

@@ -21,7 +21,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import PrefillInterrupted, Session, check_decode_batch
+from kvgate.core.runtime import PrefillInterrupted, Session
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.loading import Family
@@ -141,13 +141,9 @@ class Qwen35Runtime(LlamaRuntime):
     @torch.inference_mode()
     def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
                 interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
-        if len(tokens) == 0:
-            raise ValueError("prefill needs at least one token")
-        ids = self._token_tensor(tokens)
-        self._check_room(session, len(tokens))
         start, end = session.length, session.length + len(tokens)
         wanted = self._stride_points(start, end)
-        self._reserve([session], len(tokens))
+        ids = self._claim_prefill(session, tokens)
         new_slots = self.pool.slots(session.block_table, start, end)
         try:
             result = self.forward.prefill(ids, start, self._states(session), new_slots, self._context(session, end),
@@ -163,11 +159,7 @@ class Qwen35Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        check_decode_batch(sessions, tokens)
-        ids = self._token_tensor(tokens)
-        for session in sessions:
-            self._check_room(session, 1)
-        self._reserve(sessions, 1)
+        ids = self._claim_decode(sessions, tokens)
         lengths = [s.length for s in sessions]
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
