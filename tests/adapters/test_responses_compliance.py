@@ -257,6 +257,9 @@ def test_a_non_streaming_client_that_leaves_cancels_its_request(server, path):
     assert in_flight(server) == 1
     sock.close()
     left_at = time.monotonic()
-    while in_flight(server) and time.monotonic() - left_at < 5:
-        time.sleep(0.05)
-    assert in_flight(server) == 0, server.log()[-3000:]
+    # The sequence ends at the engine's next step; handing its state to the cache may first wait
+    # for an eviction's SSD write, slow on a busy CI disk.
+    while in_flight(server) and time.monotonic() - left_at < 30:
+        time.sleep(0.2)
+    assert in_flight(server) == 0, "\n".join(line for line in server.log().splitlines()[-400:]
+                                             if "/health" not in line)[-3000:]
