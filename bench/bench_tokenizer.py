@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kvgate.core.tokenizer.service import TokenizerService  # noqa: E402
 from kvgate.plugins.tokenizer_cache import cache_factory  # noqa: E402
 from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig  # noqa: E402
-from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf  # noqa: E402
+from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf  # noqa: E402
 
 WORDS = ("the agent reads file src/main.py and calls tool grep with pattern TODO then edits function parse_args "
          "returns error because value is None so we retry with a default timeout of 30 seconds").split()

@@ -48,7 +48,7 @@ def smollm2_runtime_bf16(smollm2_model_cache):
 def small_bpe():
     """A byte-level BPE trained here in well under a second, with ChatML special tokens and one added
     non-special token -- the same pipeline shape as SmolLM2's, but fast to build."""
-    from tests.tokenizer.tokenizers_for_tests import train_byte_level_bpe
+    from tests.core.tokenizer.tokenizers_for_tests import train_byte_level_bpe
 
     return train_byte_level_bpe()
 
@@ -57,6 +57,6 @@ def small_bpe():
 def smollm2_tokenizer():
     """The real SmolLM2 tokenizer, built from the embedded GGUF's metadata with
     :func:`kvgate.models.gguf_tokenizer.build_tokenizer` (about 2 s, once per session)."""
-    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+    from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     return smollm2_from_gguf()

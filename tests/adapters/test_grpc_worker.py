@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 from kvgate.core.config import config_from_dict
 from kvgate.core.plugins import build_plugin_manager
 from tests.adapters.grpc_client import generate_request, scheduler
-from tests.cache.app_server import AppServer
+from tests.core.cache.app_server import AppServer
 from tests.harness import free_port
 
 pytestmark = pytest.mark.slow

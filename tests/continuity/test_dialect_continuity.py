@@ -148,7 +148,7 @@ RESULTS = ["sunny, 21 C", "3 concerts this week"]
 def smollm2_gguf_meta() -> dict:
     import gguf
 
-    from tests.tokenizer.tokenizers_for_tests import embedded_gguf
+    from tests.core.tokenizer.tokenizers_for_tests import embedded_gguf
 
     reader = gguf.GGUFReader(str(embedded_gguf()))
     return {key: field.contents() for key, field in reader.fields.items() if key.startswith("tokenizer.")}
@@ -174,7 +174,7 @@ FAMILY_TOKENS = {
 @attrs.frozen
 class Vocabulary:
     """Encodes as the server's tokenizer service does (special tokens in the text stay special,
-    none added; the service's caches are proven transparent by tests/tokenizer)."""
+    none added; the service's caches are proven transparent by tests/core/tokenizer and tests/plugins/tokenizer_cache)."""
 
     tokenizer: object
 

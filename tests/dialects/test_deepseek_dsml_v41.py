@@ -13,7 +13,7 @@ from dialect_helpers import (TOOLS, call_id, calls, check_streaming, every_split
 from kvgate.core.types import Message, TextDelta, Tool, ToolCall, ToolCallEnd, ToolCallStart
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 # the fence fixtures (drive needs the others)
-from tests.fence.conftest import args, config, drive, pm, request, smol_info, smol_tokenizer  # noqa: F401
+from tests.core.fence.conftest import args, config, drive, pm, request, smol_info, smol_tokenizer  # noqa: F401
 
 # smg-project/smg crates/tool_parser/tests/tool_parser_deepseek_v41.rs (TWO_CALLS), from V4.1's encoder
 SMG_TWO_CALLS = (

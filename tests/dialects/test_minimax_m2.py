@@ -17,7 +17,7 @@ from kvgate.core.chat_format import JinjaChatFormat
 from kvgate.core.types import ChatRequest, Message, TextDelta, Tool, ToolCall, ToolCallEnd, ToolCallStart
 from kvgate.dialects.minimax_m2 import MinimaxChatFormat, MinimaxM2
 # the fence fixtures (drive needs the others)
-from tests.fence.conftest import (CLOCK, WEATHER, args, config, drive, pm, request,  # noqa: F401
+from tests.core.fence.conftest import (CLOCK, WEATHER, args, config, drive, pm, request,  # noqa: F401
                                   smol_info, smol_tokenizer)
 
 # MiniMax-M2's chat_template.jinja as llama.cpp carries it (models/templates/MiniMax-M2.jinja)
@@ -233,7 +233,7 @@ def test_fenced_calls_are_valid_with_and_without_speculation(smollm2_runtime, pm
     from kvgate.core.fence import tokenizer_info
     from bench.fence_check import check_calls
     from kvgate.core.types import SamplingParams, ToolChoice
-    from tests.fence.engine_run import generate, make_engine
+    from tests.core.fence.engine_run import generate, make_engine
 
     runtime, dialect = smollm2_runtime, MinimaxM2()
     config = bind_plugin_sections(Config(), pm)

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from kvgate.plugins.cache_ssd.store import SsdStore
-from tests.cache.real_helpers import long_text
+from tests.core.cache.real_helpers import long_text
 from tests.faults.disk_damage import first_failing_flip, flip_bytes, read_only, read_only_supported
 from tests.harness import ServerProcess
 

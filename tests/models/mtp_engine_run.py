@@ -12,7 +12,7 @@ from kvgate.core.config import EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence
 from kvgate.core.types import SamplingParams
-from tests.fence.engine_run import collect as collect_outputs
+from tests.core.fence.engine_run import collect as collect_outputs
 from tests.models.test_families_server import write_checkpoint
 from tests.models.tiny_families import add_mtp_layer
 

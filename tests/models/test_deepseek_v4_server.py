@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 
 def write_checkpoint(directory):
-    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+    from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     tokenizer = smollm2_from_gguf()
     added, eos = ROLE_TOKENS["deepseek_v3"]

@@ -69,7 +69,7 @@ EXPECTED = {"qwen3": "dialect chatml_json", "qwen3_moe": "dialect chatml_json", 
 def write_checkpoint(directory, model_type: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+    from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     tokenizer = smollm2_from_gguf()
     added, eos = ROLE_TOKENS.get(model_type, ([], "<|im_end|>"))

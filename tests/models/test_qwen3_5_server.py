@@ -35,7 +35,7 @@ MAX_TOKENS = 12
 def write_checkpoint(directory, model_type: str):
     from transformers import AutoModelForCausalLM
 
-    from tests.tokenizer.tokenizers_for_tests import smollm2_from_gguf
+    from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
     tokenizer = smollm2_from_gguf()
     eos = tokenizer.token_to_id("<|im_end|>")

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cache.real_helpers import long_text
+from tests.core.cache.real_helpers import long_text
 from tests.harness import ServerProcess
 from tests.plugins.chromium import CHROMIUM, HeadlessChromium
 

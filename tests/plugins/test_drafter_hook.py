@@ -19,7 +19,7 @@ from kvgate.core.errors import ConfigError
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.plugins import build_plugin_manager
 from kvgate.core.types import SamplingParams
-from tests.fence.engine_run import collect
+from tests.core.fence.engine_run import collect
 
 PROMPT = "apple, banana, cherry, apple, banana, cherry, apple, banana, cherry, apple,"
 

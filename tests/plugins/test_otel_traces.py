@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from kvgate.core.config import config_from_dict  # noqa: E402
 from kvgate.core.plugins import build_plugin_manager  # noqa: E402
 from kvgate.plugins.otel_traces import OtelTraces  # noqa: E402
-from tests.cache.app_server import AppServer  # noqa: E402
-from tests.cache.real_helpers import long_text  # noqa: E402
+from tests.core.cache.app_server import AppServer  # noqa: E402
+from tests.core.cache.real_helpers import long_text  # noqa: E402
 from tests.harness import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.models.embedded import embedded_gguf_path
 from kvgate.models.formats import resolve_source
 from kvgate.models.llama.loading import load_runtime
-from tests.cache.app_server import AppServer
+from tests.core.cache.app_server import AppServer
 
 pytestmark = pytest.mark.slow
 TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",

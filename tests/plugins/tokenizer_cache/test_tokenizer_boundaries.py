@@ -10,7 +10,7 @@ from kvgate.core.tokenizer.service import TokenizerService
 from kvgate.plugins.tokenizer_cache.boundaries import choose_boundary_tokens
 
 from tests.plugins.tokenizer_cache.services import cached_service
-from tests.tokenizer.tokenizers_for_tests import CORPUS, train_byte_level_bpe
+from tests.core.tokenizer.tokenizers_for_tests import CORPUS, train_byte_level_bpe
 
 
 def plain(tokenizer: Tokenizer, text: str) -> list[int]:

@@ -17,7 +17,7 @@ from kvgate.core.plugins import build_plugin_manager
 from kvgate.core.tokenizer.service import TokenizerService
 from kvgate.core.tokenizer_cache import TokenizerCacheSetup, tokenizer_cache_factory
 
-from tests.cache.app_server import AppServer
+from tests.core.cache.app_server import AppServer
 
 PROMPT = "<|im_start|>user\nhéllo 中文 😀 12345<|im_end|>\n<|im_start|>assistant\n"
 QUESTION = [{"role": "user", "content": "Say hi."}]
