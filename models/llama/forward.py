@@ -76,7 +76,7 @@ class LlamaForward:
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
         normed = self._norm(x, layer.mlp_norm)
         if layer.moe is not None:
-            return x + moe_mlp(normed, self.arch.moe, layer.moe)
+            return x + moe_mlp(normed, self.arch.moe, layer.moe, self.deterministic)
         gate, up = self._linear(normed, layer.gate_up).chunk(2, -1)
         return x + self._linear(F.silu(gate) * up, layer.down)
 

@@ -54,10 +54,10 @@ class LlamaRuntime(BlockTables, ModelRuntime):
 
     def invariant_arithmetic(self) -> bool:
         """Whether this runtime's forward has the batch- and split-invariant path ``engine.deterministic``
-        asks for: the Llama forward's dense layers do; a mixture of experts runs a matrix product per
-        expert over however many tokens it got (one token rounds differently) and a family with its
-        own forward says so by overriding this."""
-        return self.arch.moe is None
+        asks for: the Llama forward has one, dense and mixture-of-experts layers alike
+        (:func:`kvgate.models.moe.experts.moe_mlp`); a family with its own forward says whether its
+        forward has one by overriding this."""
+        return True
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         """The pool of per-token state (a family with another layout overrides this and :meth:`new_forward`)."""

@@ -6,17 +6,19 @@ from typing import Optional
 
 import torch
 
+from kvgate.models.invariant_elementwise import invariant
 from kvgate.models.moe.config import MoeConfig
 
 
-def route(logits: torch.Tensor, config: MoeConfig,
-          correction_bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weights [n, top_k] (fp32) and expert indices [n, top_k] for router ``logits`` [n, experts]."""
+def route(logits: torch.Tensor, config: MoeConfig, correction_bias: Optional[torch.Tensor] = None,
+          deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights [n, top_k] (fp32) and expert indices [n, top_k] for router ``logits`` [n, experts];
+    ``deterministic``: the sigmoid rounds each element as it would in any other call."""
     logits = logits.float()
     if config.scoring == "softmax":
         scores = choice = logits.softmax(-1)
     else:
-        scores = logits.sigmoid()
+        scores = invariant(torch.sigmoid, logits) if deterministic else logits.sigmoid()
         choice = scores if correction_bias is None else scores + correction_bias
     if config.groups > 1:
         choice = _keep_best_groups(choice, config)

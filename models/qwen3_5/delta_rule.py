@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kvgate.models.qwen3_5.elementwise import invariant
+from kvgate.models.invariant_elementwise import invariant
 
 
 def prepared(rows: torch.Tensor, gates: torch.Tensor, k_heads: int, k_dim: int, v_heads: int):

@@ -23,7 +23,7 @@ from kvgate.models.kv_pool import KVPool
 from kvgate.models.invariant_linear import invariant_linear
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.qwen3_5.arch import Qwen35Arch
-from kvgate.models.qwen3_5.elementwise import invariant
+from kvgate.models.invariant_elementwise import invariant
 from kvgate.models.qwen3_5.linear_attention import LinearMixer
 from kvgate.models.qwen3_5.linear_state import LayerState
 from kvgate.models.moe.experts import moe_mlp
@@ -61,7 +61,7 @@ class Qwen35Forward:
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
         normed = self._norm(x, layer.mlp_norm)
         if layer.moe is not None:
-            return x + moe_mlp(normed, self.arch.moe, layer.moe) + self._shared_expert(normed, layer.shared)
+            return x + moe_mlp(normed, self.arch.moe, layer.moe, self.deterministic) + self._shared_expert(normed, layer.shared)
         return x + self._swiglu(normed, layer.gate_up, layer.down)
 
     def _swiglu(self, x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:

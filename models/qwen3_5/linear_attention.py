@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.models.qwen3_5.arch import Qwen35Arch
-from kvgate.models.qwen3_5.elementwise import invariant
+from kvgate.models.invariant_elementwise import invariant
 from kvgate.models.qwen3_5.delta_rule import chunked, convolved, prepared, recurrent
 from kvgate.models.qwen3_5.linear_state import LayerState
 from kvgate.models.qwen3_5.weights import LinearAttention

@@ -50,9 +50,9 @@ class Qwen35Runtime(LlamaRuntime):
         self.replays = self.replayed_tokens = 0
 
     def invariant_arithmetic(self) -> bool:
-        """Aligned delta-rule chunks, invariant attention, padded products; not for Qwen3.5-MoE or
-        Qwen3-Next, whose experts run one product over however many tokens they got (as in the Llama runtime)."""
-        return self.arch.moe is None
+        """Aligned delta-rule chunks, invariant attention, padded products and activations, the
+        experts of Qwen3.5-MoE and Qwen3-Next included."""
+        return True
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         arch = self.arch

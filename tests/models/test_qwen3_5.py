@@ -1,6 +1,6 @@
 """The Qwen3.5 runtime against transformers on a tiny random fp32 model (three Gated DeltaNet layers,
 one gated full-attention layer; prompts longer than two delta-rule chunks of 64), and the same runtime
-serving Qwen3.5-MoE and Qwen3-Next (within the tolerance: their experts are not invariant).
+serving Qwen3.5-MoE and Qwen3-Next (their experts invariant too: bit-identical across splits, forks and batches).
 
 Tolerance against transformers: fp32 logits within 1e-4. The runtime's own paths (split prefill,
 forks and truncations with replay, batched decode, exported and imported state) are bit-identical
@@ -204,7 +204,7 @@ def close(a, b) -> bool:
 def test_moe_logits_decode_and_cuts_match_transformers(tiny_moe):
     runtime = load_tiny_qwen3_5(tiny_moe[0], state_stride=64)
     expected = tiny_moe[2]
-    assert runtime.info.architecture == tiny_moe[3] and not runtime.deterministic  # experts: not invariant
+    assert runtime.info.architecture == tiny_moe[3] and runtime.deterministic  # experts invariant too
     sparse = [layer.moe is not None for layer in runtime.weights.layers]
     assert sparse == ([True, False, True, True] if tiny_moe[3] == "qwen3_next" else [True] * 4)
     assert len(runtime.weights.layers[0].moe.gate_up) == 6 and runtime.weights.layers[0].gate_up is None
@@ -259,3 +259,25 @@ def test_qwen3_next_fused_projections_of_a_wrong_shape_are_refused():
              "model.layers.0.linear_attn.in_proj_ba.weight": torch.zeros(7, 64)}
     with pytest.raises(ValueError, match="in_proj_ba"):
         split_fused_projections(arch, fused)
+
+
+def test_moe_splits_forks_and_batches_are_bit_identical_in_the_deterministic_mode(tiny_moe):
+    runtime = load_tiny_qwen3_5(tiny_moe[0], state_stride=64)
+    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
+    for split in (1, 63, 65, 129):
+        session = runtime.new_session()
+        parts = [runtime.prefill(session, PROMPT[:split], all_logits=True),
+                 runtime.prefill(session, PROMPT[split:], all_logits=True)]
+        assert torch.equal(torch.cat(parts), whole), f"split at {split}"
+        runtime.release(session)
+    base = runtime.new_session()
+    runtime.prefill(base, PROMPT[:140])
+    fork = runtime.fork(base, 70)
+    assert torch.equal(runtime.prefill(fork, PROMPT[70:], all_logits=True), whole[70:])
+    starts = [10, 61, 100]
+    sessions = [runtime.new_session() for _ in starts]
+    for session, start in zip(sessions, starts):
+        runtime.prefill(session, PROMPT[:start])
+    for step in range(3):
+        logits = runtime.decode(sessions, [PROMPT[start + step] for start in starts])
+        assert all(torch.equal(logits[row], whole[start + step]) for row, start in enumerate(starts)), step
