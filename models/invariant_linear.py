@@ -36,3 +36,15 @@ def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     for index, tile in enumerate(tiles):
         out[index * TILE_ROWS:(index + 1) * TILE_ROWS] = F.linear(tile, weight, bias)
     return out[:rows]
+
+
+def invariant_einsum(equation: str, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``torch.einsum(equation, x, weight)`` for an ``x`` whose first dimension is rows (tokens) and
+    a ``weight`` without one (per-head products: ``"nhd,hdr->nhr"``), each output row computed as it
+    would be in any other call: the rows go in tiles of :data:`TILE_ROWS`, the last padded with zeros."""
+    rows = x.shape[0]
+    if x.device.type != "cpu" or rows == TILE_ROWS:
+        return torch.einsum(equation, x, weight)
+    padding = [0, 0] * (x.dim() - 1) + [0, -rows % TILE_ROWS]
+    tiles = F.pad(x, padding).split(TILE_ROWS)
+    return torch.cat([torch.einsum(equation, tile, weight) for tile in tiles])[:rows]

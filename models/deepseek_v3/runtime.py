@@ -20,7 +20,8 @@ class DeepseekRuntime(LlamaRuntime):
     STATE_NAME = "mla-latent/1"
 
     def invariant_arithmetic(self) -> bool:
-        return False  # its own forward: no batch- and split-invariant path yet
+        """MLA's products, absorbed attention and experts (:class:`MlaForward`'s deterministic mode)."""
+        return True
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         return KVPool(self.arch.layers, 1, self.arch.latent_dim, self.block_size, kv_pool_tokens, self.dtype,
@@ -30,7 +31,8 @@ class DeepseekRuntime(LlamaRuntime):
         arch = self.arch
         rotary = Rotary(arch.rope_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(self.info.max_context, 8192))
-        return MlaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype))
+        return MlaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+                          self.deterministic)
 
     @property
     def state_format(self) -> str:

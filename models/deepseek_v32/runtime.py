@@ -20,6 +20,9 @@ from kvgate.models.rope import Rotary
 class DeepseekV32Runtime(DeepseekRuntime):
     STATE_NAME = "mla-latent-indexed/1"
 
+    def invariant_arithmetic(self) -> bool:
+        return False  # the indexer's scores and sparse attention have no batch- and split-invariant path yet
+
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         return KVPool(self.arch.layers, 1, self.arch.cached_dim, self.block_size, kv_pool_tokens, self.dtype,
                       self.device, parts=1)

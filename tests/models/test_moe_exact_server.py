@@ -1,6 +1,7 @@
-"""Exact on the MoE runtimes (issue 30): tiny random Qwen3-MoE and GLM-4.5 checkpoints written by
-transformers, served on the defaults (bf16, ``engine.deterministic`` on), give one conversation the
-same tokens and bit-identical logprobs (every field, floats compared with ==) in four cases:
+"""Exact on the MoE and MLA runtimes (issue 30): tiny random Qwen3-MoE, GLM-4.5 and DeepSeek V3
+checkpoints written by transformers, served on the defaults (bf16, ``engine.deterministic`` on), give
+one conversation the same tokens and bit-identical logprobs (every field, floats compared with ==)
+in four cases:
 
 1. cold, in a cache namespace of its own;
 2. after a conversation it forks from (a device hit on the shared passage);
@@ -74,7 +75,7 @@ def four_ways(tmp_path, model_type: str, deterministic: bool = True) -> dict:
     return {"cold": cold, "fork": fork, "batch": batch, "restored": restored}
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "glm4_moe"])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "glm4_moe", "deepseek_v3"])
 def test_cold_fork_batch_and_restore_are_bit_identical(tmp_path, model_type):
     runs = four_ways(tmp_path, model_type)
     cold = runs["cold"]
