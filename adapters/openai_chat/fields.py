@@ -51,6 +51,8 @@ def number(obj: dict, key: str, param: str = "", low: Optional[float] = None,
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _wrong(path, "a number", value)
     _check_range(path, value, low, high)
+    if not math.isfinite(value):
+        raise InvalidRequest(f"Invalid value for '{path}': expected a finite number.", param=path)
     return float(value)
 
 

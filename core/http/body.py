@@ -7,7 +7,11 @@ strings are checked once here, before an adapter sees anything.
   measured on the bytes before parsing (:mod:`kvgate.core.http.json_shape`), so the parser never
   recurses deep or builds millions of objects;
 * strings: a lone surrogate in any key or string (only a ``\\uD800``-style escape can make one) is
-  a 400 naming the field, since no tokenizer, log or client can encode it.
+  a 400 naming the field, since no tokenizer, log or client can encode it; the bytes are decoded as
+  strict UTF-8, so an encoded surrogate (``ED A0 80``) or any other invalid sequence is a 400 too;
+* numbers: ``NaN`` and ``Infinity`` are not JSON, and an integer beyond a double's range (more than
+  :data:`MAX_INTEGER_DIGITS` digits) has no meaning in any field: both are a 400 at parse time, never
+  an overflow in a later conversion.
 
 Large bodies are checked and parsed on a worker thread, so the event loop keeps serving.
 """
@@ -27,6 +31,8 @@ from kvgate.core.http.json_shape import within
 THREAD_ABOVE_BYTES = 256 * 1024
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_INTEGER_DIGITS = 309  # 10**309 is past the largest double
+_LONG_DIGIT_RUN = re.compile(rb"\d{%d}" % (MAX_INTEGER_DIGITS + 1))
 
 
 class PayloadTooLarge(KvgateError):
@@ -63,8 +69,12 @@ def parse_json_object(raw: bytes, limits: BodyLimits, what: str = "Request body"
         raise InvalidRequest(f"{what} nests JSON deeper than {limits.max_depth} levels or holds more than "
                              f"{limits.max_items} items; this server refuses it.", code="json_too_complex")
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8-sig" if raw.startswith(b"\xef\xbb\xbf") else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"{what} is not valid UTF-8 (byte {exc.start}: {exc.reason}).") from None
+    try:
+        body = _loads(text, checked_integers=bool(_LONG_DIGIT_RUN.search(raw)))
+    except ValueError as exc:  # json.JSONDecodeError included
         raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
     except RecursionError:  # cannot happen within max_depth; kept so it can never be a 500
         raise InvalidRequest(f"{what} nests JSON too deeply.", code="json_too_complex") from None
@@ -73,6 +83,25 @@ def parse_json_object(raw: bytes, limits: BodyLimits, what: str = "Request body"
     if _SURROGATE_ESCAPE.search(raw):
         reject_lone_surrogates(body)
     return body
+
+
+def _loads(text: str, checked_integers: bool) -> Any:
+    """``json.loads`` refusing NaN / Infinity, and, when the text has a run of digits that long,
+    integers past :data:`MAX_INTEGER_DIGITS` digits (checked only then: a hook slows every integer)."""
+    if checked_integers:
+        return json.loads(text, parse_constant=_not_json, parse_int=_bounded_integer)
+    return json.loads(text, parse_constant=_not_json)
+
+
+def _not_json(constant: str) -> Any:
+    raise InvalidRequest(f"{constant} is not a JSON number; send a finite number.")
+
+
+def _bounded_integer(literal: str) -> int:
+    digits = len(literal.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise InvalidRequest(f"An integer of {digits} digits is out of range (at most {MAX_INTEGER_DIGITS} digits).")
+    return int(literal)
 
 
 def reject_lone_surrogates(value: Any, path: str = "") -> None:

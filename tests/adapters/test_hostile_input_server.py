@@ -119,6 +119,29 @@ def test_out_of_range_and_wrong_type_values_are_400(server, path, extra):
     assert_shaped_4xx(post(server, path, raw + "}"), path)
 
 
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_integers_past_a_doubles_range_and_invalid_utf8_are_400_on_every_route(server, path):
+    body = json.dumps(ROUTES[path])[:-1]
+    for extra, expected in ((', "x": ' + "1" * 5000, "5000 digits"), (', "x": -' + "9" * 400, "400 digits")):
+        assert expected in assert_shaped_4xx(post(server, path, body + extra + "}"), path)["message"]
+    encoded_surrogate = (body + ', "user": "a').encode() + b"\xed\xa0\x80" + b'"}'
+    assert "not valid UTF-8" in assert_shaped_4xx(post(server, path, encoded_surrogate), path)["message"]
+
+
+@pytest.mark.parametrize("path, key", [("/v1/chat/completions", "temperature"),
+                                       ("/v1/chat/completions", "presence_penalty"),
+                                       ("/v1/messages", "temperature"), ("/v1/responses", "top_p")])
+@pytest.mark.parametrize("literal", [str(10 ** 300), "1e400", "-1e400"])
+def test_a_number_too_large_for_its_field_is_400(server, path, key, literal):
+    raw = json.dumps(ROUTES[path])[:-1] + f', "{key}": {literal}}}'
+    assert_shaped_4xx(post(server, path, raw), path)
+
+
+def test_an_infinite_repetition_penalty_is_400(server):
+    raw = json.dumps(ROUTES["/v1/chat/completions"])[:-1] + ', "repetition_penalty": 1e400}'
+    assert "finite" in assert_shaped_4xx(post(server, "/v1/chat/completions", raw), "/v1/chat/completions")["message"]
+
 def test_unknown_messages_route_answers_in_anthropic_shape(server):
     response = httpx.get(server.base_url + "/v1/messages/nope", headers=AUTH)
     assert response.status_code == 404 and response.json()["type"] == "error"
