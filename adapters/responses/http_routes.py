@@ -95,7 +95,7 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
     @delete(both("/responses/{response_id:str}"), status_code=200)
     async def delete_response(response_id: str, request: Request) -> Response:
         stored(response_id, request)
-        store.delete(response_id)
+        store.delete(response_id, tenant_of(request).name)
         return _json({"id": response_id, "object": "response.deleted", "deleted": True})
 
     @get(both("/responses/{response_id:str}/input_items"))

@@ -83,6 +83,24 @@ def _check_types(body: dict) -> None:
     effort = (body.get("reasoning") or {}).get("effort")
     if effort is not None and not isinstance(effort, str):
         raise InvalidRequest("reasoning.effort must be a string.", param="reasoning.effort")
+    _check_metadata(body.get("metadata") or {})
+
+
+METADATA_KEYS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512  # OpenAI's limits
+
+
+def _check_metadata(metadata: dict) -> None:
+    """OpenAI's metadata limits: it is stored with the response, so it never grows past them."""
+    if len(metadata) > METADATA_KEYS:
+        raise InvalidRequest(f"metadata has {len(metadata)} keys; at most {METADATA_KEYS} are allowed.",
+                             param="metadata")
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise InvalidRequest(f"metadata keys are at most {METADATA_KEY_CHARS} characters; one has {len(key)}.",
+                                 param="metadata")
+        if not isinstance(value, str) or len(value) > METADATA_VALUE_CHARS:
+            raise InvalidRequest(f"metadata[{key!r}] must be a string of at most {METADATA_VALUE_CHARS} characters.",
+                                 param=f"metadata.{key}")
 
 
 def _positive_int(body: dict, key: str) -> Optional[int]:

@@ -16,13 +16,19 @@ without ``instructions``. ``tools`` (absent: none) are those the conversation's
 (absent: none) are the request's top-level tools, which a WebSocket follow-up without ``tools``
 inherits. A record holds protocol state only, never model state: the prefix cache
 finds the KV state again from the tokens. Disk is untrusted: a record that does not parse is
-treated as absent (and logged). The store is bounded (LRU by size).
+treated as absent (and logged).
+
+Each tenant's records live in a database of their own (the default tenant's in the store's
+directory, any other's in ``tenants/<sha256 of its name, 24 hex>/``), each bounded by the size limit
+(LRU by size): one tenant's records never evict another's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -82,52 +88,74 @@ class ResponseStore:
     a record that cannot be read later reads as absent. Either way the server keeps serving."""
 
     def __init__(self, directory: Path, size_limit: int = 512 * 1024 * 1024):
-        self.directory = directory
-        self._cache: Optional[diskcache.Cache] = None
-        try:
-            self._cache = open_or_set_aside(directory, lambda: open_cache(directory, size_limit), "responses store")
-        except StateUnusable as exc:
-            log.warning("%s; stored responses are disabled", exc)
+        self.directory, self.size_limit = directory, size_limit
+        self._caches: dict[str, Optional[diskcache.Cache]] = {}
+        self._lock = threading.Lock()
+        self._cache_of(DEFAULT_TENANT)
 
     @property
     def enabled(self) -> bool:
-        return self._cache is not None
+        return self._cache_of(DEFAULT_TENANT) is not None
+
+    def tenant_directory(self, tenant: str) -> Path:
+        if tenant == DEFAULT_TENANT:
+            return self.directory
+        return self.directory / "tenants" / hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+    def _cache_of(self, tenant: str) -> Optional[diskcache.Cache]:
+        """The tenant's database, opened on first use (None: unusable, storing is off for it)."""
+        with self._lock:
+            if tenant not in self._caches:
+                directory = self.tenant_directory(tenant)
+                try:
+                    self._caches[tenant] = open_or_set_aside(
+                        directory, lambda: open_cache(directory, self.size_limit), "responses store")
+                except StateUnusable as exc:
+                    log.warning("%s; stored responses are disabled", exc)
+                    self._caches[tenant] = None
+            return self._caches[tenant]
 
     def put(self, record: StoredResponse) -> None:
-        if self._cache is None:
+        cache = self._cache_of(record.tenant)
+        if cache is None:
             return
         try:
-            self._cache.set(record.response["id"], record.to_json())
+            cache.set(record.response["id"], record.to_json())
         except Exception as exc:  # a full or failing disk loses the record, not the response
             log.warning("responses store: could not keep %s (%s: %s)", record.response["id"], type(exc).__name__, exc)
 
     def get(self, response_id: str, tenant: str = DEFAULT_TENANT) -> Optional[StoredResponse]:
         """The record of ``response_id`` when ``tenant`` owns it, else None."""
-        if self._cache is None:
+        cache = self._cache_of(tenant)
+        if cache is None:
             return None
         try:
-            text = self._cache.get(response_id)
+            text = cache.get(response_id)
             if text is None:
                 return None
             record = StoredResponse.from_json(text)
         except Exception as exc:  # untrusted disk: any malformed record reads as absent
             log.warning("responses store: dropping unreadable record %s (%s: %s)", response_id, type(exc).__name__, exc)
-            self.delete(response_id)
+            self.delete(response_id, tenant)
             return None
         return record if record.tenant == tenant else None
 
-    def delete(self, response_id: str) -> bool:
-        if self._cache is None:
+    def delete(self, response_id: str, tenant: str = DEFAULT_TENANT) -> bool:
+        cache = self._cache_of(tenant)
+        if cache is None:
             return False
         try:
-            return bool(self._cache.delete(response_id))
+            return bool(cache.delete(response_id))
         except Exception as exc:
             log.warning("responses store: could not delete %s (%s: %s)", response_id, type(exc).__name__, exc)
             return False
 
     def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
+        with self._lock:
+            for cache in self._caches.values():
+                if cache is not None:
+                    cache.close()
+            self._caches.clear()
 
 
 def open_cache(directory: Path, size_limit: int) -> diskcache.Cache:

@@ -189,3 +189,20 @@ def test_top_level_tools_are_inherited_only_when_passed_and_absent():
     assert parse({"input": "y"}).chat.tools == []  # HTTP: tools are per request
     with pytest.raises(InvalidRequest):
         parse({"input": "y", "tool_choice": "required"})
+
+
+@pytest.mark.parametrize("metadata, param", [
+    ({f"k{i}": "v" for i in range(17)}, "metadata"),
+    ({"k" * 65: "v"}, "metadata"),
+    ({"k": "v" * 513}, "metadata.k"),
+    ({"k": 3}, "metadata.k"),
+])
+def test_metadata_past_openais_limits_is_refused(metadata, param):
+    with pytest.raises(InvalidRequest) as refused:
+        parse({"input": "x", "metadata": metadata})
+    assert refused.value.param == param
+
+
+def test_metadata_at_openais_limits_is_kept():
+    metadata = {f"{i:02d}" + "k" * 62: "v" * 512 for i in range(16)}
+    assert parse({"input": "x", "metadata": metadata}).chat.request_id

@@ -55,3 +55,18 @@ def test_tools_round_trip(tmp_path):
     store.put(kept)
     store.close()
     assert ResponseStore(tmp_path / "responses").get("resp_tools") == kept
+
+
+def test_one_tenants_records_never_evict_anothers(tmp_path):
+    store = ResponseStore(tmp_path / "responses", size_limit=256 * 1024)
+    kept = record("resp_a")
+    kept.tenant = "alice"
+    store.put(kept)
+    for index in range(40):  # ~1.6 MB from another tenant, six times the limit
+        flood = record(f"resp_b{index}")
+        flood.tenant, flood.response["metadata"] = "bob", {"pad": "x" * 40_000}
+        store.put(flood)
+    assert store.get("resp_a", "alice") == kept
+    assert store.get("resp_a", "bob") is None and store.get("resp_b39", "alice") is None
+    assert store.get("resp_b39", "bob") is not None and store.get("resp_b0", "bob") is None  # bob's own LRU
+    assert store.delete("resp_a", "bob") is False and store.get("resp_a", "alice") == kept
