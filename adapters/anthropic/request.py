@@ -10,6 +10,7 @@ import math
 import uuid
 from typing import Any, Mapping, Optional
 
+from kvgate.core.pipeline.stop_strings import check_stop_strings
 from kvgate.adapters.anthropic.blocks import expect
 from kvgate.adapters.anthropic.messages import convert_messages
 from kvgate.core.errors import InvalidRequest
@@ -85,7 +86,7 @@ def convert_sampling(body: dict[str, Any]) -> SamplingParams:
     if stops is not None:
         expect(isinstance(stops, list) and all(isinstance(s, str) and s for s in stops),
                "must be a list of non-empty strings", "stop_sequences")
-        params.stop = list(stops)
+        params.stop = check_stop_strings(list(stops), "stop_sequences")
     return params
 
 

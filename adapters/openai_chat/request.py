@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Mapping, Optional
 
+from kvgate.core.pipeline.stop_strings import check_stop_strings
 from kvgate.adapters.openai_chat.fields import integer, number, typed
 from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_response_format, convert_tool_choice, convert_tools
@@ -84,7 +85,7 @@ def stop_sequences(raw: Any) -> list[str]:
         return [raw] if raw else []
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
         raise InvalidRequest("Invalid type for 'stop': expected a string or an array of strings.", param="stop")
-    return [s for s in raw if s]
+    return check_stop_strings([s for s in raw if s], "stop")
 
 
 def reasoning_switch(body: dict) -> Optional[bool]:

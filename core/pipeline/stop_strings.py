@@ -1,8 +1,31 @@
-"""Stop strings over streamed text: hold back what could still begin a stop string."""
+"""Stop strings over streamed text: hold back what could still begin a stop string.
+
+Every token's text is checked against every stop string on the event loop, so a request carries at
+most :data:`MAX_STOP_STRINGS` of them, each at most :data:`MAX_STOP_CHARS` characters
+(:func:`check_stop_strings`, called by each adapter that takes them): a request can never make
+the scan cost more than that per token.
+"""
 
 from __future__ import annotations
 
 from typing import Optional
+
+from kvgate.core.errors import InvalidRequest
+
+MAX_STOP_STRINGS = 32
+MAX_STOP_CHARS = 512
+
+
+def check_stop_strings(stops: list[str], param: str) -> list[str]:
+    """``stops`` when within the limits, else InvalidRequest naming ``param``."""
+    if len(stops) > MAX_STOP_STRINGS:
+        raise InvalidRequest(f"'{param}' has {len(stops)} stop strings; at most {MAX_STOP_STRINGS} are allowed.",
+                             param=param)
+    longest = max((len(stop) for stop in stops), default=0)
+    if longest > MAX_STOP_CHARS:
+        raise InvalidRequest(f"A stop string in '{param}' has {longest} characters; at most {MAX_STOP_CHARS} "
+                             "are allowed.", param=param)
+    return stops
 
 
 class StopStringScanner:

@@ -186,3 +186,16 @@ def test_a_huge_prompt_is_refused_untokenized_and_stalls_nobody(server):
     error = assert_shaped_4xx(response, "/v1/tokenize")
     assert error["code"] == "context_length_exceeded"
     assert rss_bytes(server.proc.pid) - before < 512 * 1024 * 1024  # nothing giant is kept
+
+
+@pytest.mark.parametrize("path, key", [("/v1/chat/completions", "stop"), ("/v1/messages", "stop_sequences")])
+def test_stop_lists_past_the_limits_are_400_and_a_list_at_them_is_served(server, path, key):
+    from kvgate.core.pipeline.stop_strings import MAX_STOP_CHARS, MAX_STOP_STRINGS
+
+    body = ROUTES[path]
+    many = {**body, key: [f"stop{i}" for i in range(MAX_STOP_STRINGS + 1)]}
+    assert str(MAX_STOP_STRINGS) in assert_shaped_4xx(post(server, path, many), path)["message"]
+    long = {**body, key: ["x" * (MAX_STOP_CHARS + 1)]}
+    assert str(MAX_STOP_CHARS) in assert_shaped_4xx(post(server, path, long), path)["message"]
+    at_limits = {**body, key: [f"{i:02d}" + "x" * (MAX_STOP_CHARS - 2) for i in range(MAX_STOP_STRINGS)]}
+    assert post(server, path, at_limits).status_code == 200
