@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import Optional
 
@@ -41,6 +42,7 @@ def serve(config_path, model, host, port, log_level) -> None:
     """Run the HTTP server."""
     import uvicorn
 
+    os.umask(0o077)  # the state it writes holds every tenant's conversations: readable by its owner only
     from kvgate.core.http.app import create_app
 
     overrides: dict = {"server": {}, "model": {}}

@@ -150,6 +150,7 @@ class FenceConfig:
     compile_budget_s: float = attrs.field(default=2.0, validator=_positive)  # per request, off the engine thread
     schema_recursion_depth: int = attrs.field(default=5, validator=_positive)  # a recursive $ref unrolls this deep
     max_pattern_chars: int = attrs.field(default=4096, validator=_positive)  # a longer `pattern` is not enforced
+    schema_preparer: str = ""  # empty = the one registered schema preparer (none: schemas pass unchanged)
 
 
 @attrs.define

@@ -1,9 +1,10 @@
 """Hook specifications of the kvgate host.
 
 Every concrete feature -- each protocol adapter, tool dialect, chat format, model runtime, cache
-tier, grammar backend, generation guard, drafter, tenant policy and CLI command -- is contributed through
-one of these hooks, by the built-in plugins exactly as by third-party ones. Registry hooks receive a
-``register`` callback; registering a name twice is an error (see :mod:`kvgate.core.plugins`).
+tier, grammar backend, schema preparer, generation guard, drafter, tenant policy and CLI command --
+is contributed through one of these hooks, by the built-in plugins exactly as by third-party ones.
+Registry hooks receive a ``register`` callback; registering a name twice is an error (see
+:mod:`kvgate.core.plugins`).
 """
 
 from __future__ import annotations
@@ -145,6 +146,22 @@ def register_grammar_backends(register):
 
     Call ``register(name, build_backend)``: ``build_backend(tokenizer_info)`` returns an object that
     compiles grammars into per-request matchers (see :mod:`kvgate.core.fence`). Returns nothing.
+    """
+
+
+@hookspec
+def register_schema_preparers(register):
+    """Called when fences are first built, to collect what makes a client's JSON Schemas servable
+    by the grammar backend before a request's fence compiles.
+
+    Call ``register(name, build)``: ``build(backend, fence_config)`` (a
+    :data:`kvgate.core.fence.schema_preparer.SchemaPreparerBuild`) receives the
+    :class:`kvgate.core.fence.backend.GrammarBackend` in use and the
+    :class:`kvgate.core.config.FenceConfig`, and returns an object implementing
+    :class:`kvgate.core.fence.schema_preparer.SchemaPreparer`; it is built once per tokenizer,
+    backend and ``[fence]`` settings, and called from several fence workers at once. With several
+    registered, ``[fence] schema_preparer`` names the one used (an unknown name is a ConfigError);
+    with none, schemas reach the backend as the client sent them. Returns nothing.
     """
 
 

@@ -6,8 +6,9 @@ request. A request that constrains nothing (its fence holds only the generation 
 compile nothing) is built on a lane of its own, so it never queues behind schema compiles. A
 tenant has at most ``TENANT_BUILDS`` builds on the workers at once (its others wait their turn),
 so one tenant's costly schemas leave workers, and CPU, to the others. The cheap schema size
-limits (:mod:`kvgate.core.fence.schema_limits`) are checked on the fast lane before a build
-queues, so an absurd schema gets its 400 at once, whatever its tenant has queued.
+limits (``check``: the schema preparer's, :mod:`kvgate.core.fence.schema_preparer`) are checked on
+the fast lane before a build queues, so an absurd schema gets its 400 at once, whatever its tenant
+has queued.
 
 The budget, ``[fence] compile_budget_s``, runs from when a worker starts the build. A build that
 takes longer gets a 400 naming the tools, and is cancelled (:mod:`kvgate.core.fence.cancel`): it
@@ -29,7 +30,6 @@ from typing import Any, Callable, Optional
 from kvgate.core.errors import Overloaded
 from kvgate.core.fence.cancel import cancellable
 from kvgate.core.fence.errors import FenceRequestError
-from kvgate.core.fence.schema_limits import check_request_limits
 
 log = logging.getLogger("kvgate.fence")
 WORKERS = 4
@@ -45,10 +45,12 @@ def compiles_a_constraint(request) -> bool:
 
 class FenceAdmission:
     """``build(request)`` as a callable (the engine-neutral sync form, for tests and benches) and
-    ``await admit(request)`` (the server's form)."""
+    ``await admit(request)`` (the server's form). ``check(request)`` raises for a request refused
+    before its build queues."""
 
-    def __init__(self, build: Callable[[Any], Any], budget_s: float, workers: int = WORKERS):
-        self.build = build
+    def __init__(self, build: Callable[[Any], Any], budget_s: float, workers: int = WORKERS,
+                 check: Callable[[Any], None] = lambda request: None):
+        self.build, self.check = build, check
         self.budget_s = budget_s
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kvgate-fence")
         self.guard_pool = ThreadPoolExecutor(max_workers=GUARD_WORKERS, thread_name_prefix="kvgate-guards")
@@ -60,7 +62,7 @@ class FenceAdmission:
     async def admit(self, request) -> Optional[Any]:
         if not compiles_a_constraint(request):
             return await self._run(self.guard_pool, request)
-        await asyncio.get_running_loop().run_in_executor(self.guard_pool, check_request_limits, request)
+        await asyncio.get_running_loop().run_in_executor(self.guard_pool, self.check, request)
         slots = self.tenant_slots.setdefault(request.tenant.name, asyncio.Semaphore(TENANT_BUILDS))
         queued_until = asyncio.get_running_loop().time() + self.budget_s * QUEUE_BUDGETS
         try:

@@ -77,7 +77,8 @@ def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
     must say which.
     """
     with info.lock:
-        backend = info.backends.get(name)
+        built = info.backends.grammar
+        backend = built.get(name)
         if backend is None:
             from kvgate.core.plugins import collect
 
@@ -88,6 +89,6 @@ def grammar_backend(pm, name: str, info: TokenizerInfo) -> GrammarBackend:
                 wanted = f"named {name!r}" if name else "chosen: set [fence] backend to one of them"
                 raise FenceError(f"no grammar backend {wanted} (registered: {known}); "
                                  f"set [fence] backend or enable the plugin")
-            backend = info.backends.get(chosen) or registry.get(chosen)(info)
-            info.backends[chosen] = info.backends[name] = backend
+            backend = built.get(chosen) or registry.get(chosen)(info)
+            built[chosen] = built[name] = backend
         return backend

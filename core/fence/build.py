@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 from typing import Any, Optional
 
 import attrs
@@ -19,7 +18,7 @@ from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import FencePlan, plan_for
 from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
-from kvgate.core.fence.schema_prepare import SchemaPreparer
+from kvgate.core.fence.schema_preparer import schema_preparer
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.core.dialect import Dialect
 from kvgate.core.types import ChatRequest
@@ -28,13 +27,13 @@ CONSTRAINT_CACHE_SIZE = 64
 
 
 def closer_for(info: TokenizerInfo, dialect: Dialect) -> Closer:
-    key = ("closer",) + tuple(dialect.closing_literals)
+    key = tuple(dialect.closing_literals)
     with info.lock:
-        closer = info.backends.get(key)
+        closer = info.backends.closers.get(key)
     if closer is None:
-        closer = Closer(info, list(key[1:]))
+        closer = Closer(info, list(key))
         with info.lock:
-            info.backends[key] = closer
+            info.backends.closers[key] = closer
     return closer
 
 
@@ -55,6 +54,7 @@ def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Dialect, config: Conf
     if config.fence.enabled:
         verify_dialect(tokenizer_info, dialect)
         grammar_backend(pm, config.fence.backend, tokenizer_info)
+        schema_preparer(pm, config, tokenizer_info)  # a bad [fence] schema_preparer fails at startup
         closer_for(tokenizer_info, dialect)
         canonicalizer_for(tokenizer_info)
 
@@ -71,7 +71,8 @@ def build_request_fence(request: ChatRequest, dialect: Dialect, tokenizer_info: 
     if config.fence.enabled and plan_for(request, start_in).constrains:
         verify_dialect(tokenizer_info, dialect)  # a tokenizer that cannot spell the markup fails first
         preparer = schema_preparer(pm, config, tokenizer_info)
-        request, relaxed = preparer.prepare_request(request)
+        if preparer is not None:  # none registered: the backend compiles the schemas as sent
+            request, relaxed = preparer.prepare_request(request)
     plan = plan_for(request, start_in)
     matcher = closer = prefer = call_cost = None
     if config.fence.enabled and plan.constrains:
@@ -102,7 +103,7 @@ def compiled_constraint(pm, config: Config, info: TokenizerInfo, dialect: Dialec
     that repeats its tool list composes and compiles its grammar once."""
     key = plan_key(dialect, plan, config.fence.backend)
     with info.lock:
-        cache = info.backends.setdefault("constraints", OrderedDict())
+        cache = info.backends.constraints
         hit = cache.get(key)
         if hit is not None and hit[0] is dialect:  # the entry holds its dialect, so ids are not reused
             cache.move_to_end(key)
@@ -124,18 +125,6 @@ def plan_key(dialect: Dialect, plan: FencePlan, backend: str) -> str:
     text = json.dumps([id(dialect), dialect.name, backend, tools, plan.mode, plan.max_calls, plan.response_schema,
                        plan.start_in], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def schema_preparer(pm, config: Config, info: TokenizerInfo) -> SchemaPreparer:
-    """The schema preparer of this backend and these limits (one per tokenizer, with its cache)."""
-    backend = grammar_backend(pm, config.fence.backend, info)
-    key = ("schemas", config.fence.backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
-    with info.lock:
-        preparer = info.backends.get(key)
-        if preparer is None:
-            preparer = SchemaPreparer(backend, config.fence.schema_recursion_depth, config.fence.max_pattern_chars)
-            info.backends[key] = preparer
-    return preparer
 
 
 def shortest_call(backend, closer: Closer, dialect: Dialect, plan, prefer) -> Optional[int]:

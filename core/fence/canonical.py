@@ -127,9 +127,9 @@ def resolve(moves: dict[int, int]) -> dict[int, int]:
 
 def canonicalizer_for(info: TokenizerInfo) -> Canonicalizer:
     with info.lock:
-        found = info.backends.get("canonical")
+        found = info.backends.canonical
     if found is None:
         found = Canonicalizer(info)
         with info.lock:
-            info.backends["canonical"] = found
+            info.backends.canonical = found
     return found

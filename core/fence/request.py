@@ -43,7 +43,7 @@ class RequestFence:
         self._interventions = 0
         self._intervened_at = -1
         self._bits = np.zeros(bitmask_words(vocab), dtype=np.int32)
-        self.relaxed: list[str] = []  # schema keywords the fence does not enforce (see schema_prepare)
+        self.relaxed: list[str] = []  # schema keywords the fence does not enforce (see schema_preparer)
 
     # ---- the engine's interface
 

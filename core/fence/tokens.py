@@ -1,7 +1,8 @@
 """What fences need to know about the active tokenizer, built once per runtime.
 
 ``tokenizer_info(tokenizer, eos_token_ids)`` wraps a ``tokenizers.Tokenizer``: vocabulary size,
-end-of-turn ids, special tokens, the bytes of every token, and a cache slot per grammar backend.
+end-of-turn ids, special tokens, the bytes of every token, and what fences build once for it
+(``backends``, a :class:`kvgate.core.fence.caches.FenceCaches`).
 :func:`verify_literals` encodes each literal of a dialect with this tokenizer and checks that the
 tokens spell the literal exactly; a tokenizer that cannot (unknown pieces, lossy normalisation,
 a special token cut in half) fails here, when the fence is built, never mid-generation.
@@ -16,6 +17,7 @@ import threading
 from functools import lru_cache
 from typing import Any, Iterable
 
+from kvgate.core.fence.caches import FenceCaches
 from kvgate.core.fence.errors import FenceError
 
 VERIFIED_CACHE = 4096
@@ -44,7 +46,7 @@ def is_byte_level(tokenizer: Any) -> bool:
 
 
 class TokenizerInfo:
-    """Immutable facts about one tokenizer plus per-backend caches (guarded by a lock)."""
+    """Immutable facts about one tokenizer plus the fences' caches (guarded by a lock)."""
 
     def __init__(self, tokenizer: Any, eos_token_ids: Iterable[int]):
         self.tokenizer = tokenizer
@@ -60,7 +62,7 @@ class TokenizerInfo:
         # holding its text is forced as that token, never spelled out in pieces
         self.unit_texts = {t.content: i for i, t in added.items() if t.content}
         self.byte_level = is_byte_level(tokenizer)
-        self.backends: dict[str, Any] = {}
+        self.backends = FenceCaches()
         self.lock = threading.Lock()
         self._token_bytes: list[bytes] | None = None
         self._sorted: tuple[list[bytes], list[int]] | None = None

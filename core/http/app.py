@@ -20,7 +20,7 @@ from kvgate.core.loading.dialect_choice import build_chat_format
 from kvgate.core.engine.drafter_choice import check_drafter_named, drafter_registry
 from kvgate.core.engine.engine import Engine
 from kvgate.core.errors import KvgateError
-from kvgate.core.http.routing import openai_error_body, protocol_router
+from kvgate.core.http.routing import api_key_from_headers, openai_error_body, protocol_router
 from kvgate.core.http.tenant_policies import build_tenant_policy
 from kvgate.core.observe.metrics import Metrics
 from kvgate.core.loading.model_loading import load_runtime, on_passing_thread
@@ -65,7 +65,7 @@ def build_cache(config: Config, pm: pluggy.PluginManager, runtime, metrics: Metr
 def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, dialect, chat_format):
     """request -> RequestFence or None; fences and guards are each switched by their own config."""
     try:
-        from kvgate.core.fence import build_request_fence, prepare_fences, tokenizer_info
+        from kvgate.core.fence import build_request_fence, check_schema_limits, prepare_fences, tokenizer_info
     except ImportError:
         log.warning("token fences unavailable: kvgate.core.fence is not installed")
         return None
@@ -76,7 +76,8 @@ def build_fence_builder(config: Config, pm: pluggy.PluginManager, runtime, diale
 
     from kvgate.core.fence.admission import FenceAdmission
 
-    return FenceAdmission(build, config.fence.compile_budget_s)
+    return FenceAdmission(build, config.fence.compile_budget_s,
+                          check=lambda request: check_schema_limits(request, info, config, pm))
 
 
 def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
@@ -124,10 +125,16 @@ def _not_found(request: Request, exc: Exception) -> Response:
 
 def operations_routes(ctx: ServerContext) -> list:
     @get(["/health", "/v1/health"], sync_to_thread=False)
-    def health() -> dict[str, Any]:
+    def health(request: Request) -> dict[str, Any]:
+        """Open to all; with keys configured, the KV pool's occupancy (which tells other tenants'
+        prompt sizes to a block) only for an operator's key."""
         engine = ctx.pipeline.engine
-        return {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load(),
-                "kv_pool": engine.runtime.pool_stats(), "progress": BOARD.in_flight()}
+        data = {"status": "ok", "model": ctx.model_name, "requests_in_flight": engine.load(),
+                "progress": BOARD.in_flight()}
+        operators = ctx.tenant_policy.operators()
+        if not operators.authenticates() or operators.tenant_for(api_key_from_headers(request.headers)) is not None:
+            data["kv_pool"] = engine.runtime.pool_stats()
+        return data
 
     @get("/metrics", sync_to_thread=False)
     def metrics() -> Response:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import attrs
 
-from kvgate.core.fence.schema_keywords import (
+from kvgate.plugins.json_schema.keywords import (
     ANNOTATIONS, COMPANIONS, KNOWN, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUED, is_trivial, string_keys_only,
 )
 

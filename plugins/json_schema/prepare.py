@@ -1,16 +1,19 @@
 """Every schema a request carries made servable before the request is admitted.
 
-:class:`SchemaPreparer` checks a schema against the JSON Schema meta-schema (short 400 when it is
-not one), normalises what constrains nothing away, relaxes what the grammar backend cannot enforce
-(:mod:`kvgate.core.fence.schema_normalize`), unrolls recursion (:mod:`kvgate.core.fence.schema_refs`)
-and test-compiles the result alone. If even that fails, the schema falls back to its ``type``,
-the nearest superset left. Results are cached by the schema's hash, so an agent's repeated tool
-list is prepared once; each relaxation is logged once, when first seen.
+:class:`JsonSchemaPreparer` (a :class:`kvgate.core.fence.schema_preparer.SchemaPreparer`) checks a
+schema against the JSON Schema meta-schema (short 400 when it is not one), normalises what
+constrains nothing away, relaxes what the grammar backend cannot enforce
+(:mod:`kvgate.plugins.json_schema.normalize`), unrolls recursion
+(:mod:`kvgate.plugins.json_schema.refs`) and test-compiles the result alone. If even that fails,
+the schema falls back to its ``type``, the nearest superset left. Results are cached by the
+schema's hash, so an agent's repeated tool list is prepared once; each relaxation is logged once,
+when first seen.
 
-A schema past the cheap size limits (:mod:`kvgate.core.fence.schema_limits`) is refused first.
+A schema past the cheap size limits (:mod:`kvgate.plugins.json_schema.limits`) is refused first.
 
 What the backend cannot enforce it says through :class:`kvgate.core.fence.backend.GrammarBackend`:
-``unsupported_keywords``, ``formats`` and ``schema_error(schema)``.
+``unsupported_keywords``, ``formats`` and ``schema_error(schema)``. ``[fence] schema_recursion_depth``
+and ``max_pattern_chars`` tune it.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from typing import Any
 
 import attrs
 
+from kvgate.core.config import FenceConfig
+from kvgate.core.fence.backend import GrammarBackend
 from kvgate.core.fence.cancel import checkpoint
 from kvgate.core.fence.schema import tool_parameters
-from kvgate.core.fence.schema_check import check_schema
-from kvgate.core.fence.schema_limits import check_limits
-from kvgate.core.fence.schema_normalize import Rules, normalize
-from kvgate.core.fence.schema_refs import bound_recursion
 from kvgate.core.types import ChatRequest, ResponseFormat
+from kvgate.plugins.json_schema.check import check_schema
+from kvgate.plugins.json_schema.limits import check_limits, check_request_limits
+from kvgate.plugins.json_schema.normalize import Rules, normalize
+from kvgate.plugins.json_schema.refs import bound_recursion
 
 log = logging.getLogger("kvgate.fence")
 CACHE_SIZE = 512
@@ -42,8 +47,15 @@ class Prepared:
     relaxed: tuple[str, ...] = ()
 
 
-class SchemaPreparer:
-    def __init__(self, backend: Any, depth: int = 5, max_pattern_chars: int = 4096):
+def build_preparer(backend: GrammarBackend, fence_config: FenceConfig) -> "JsonSchemaPreparer":
+    """The preparer for ``backend`` with the ``[fence]`` limits (the ``build`` this plugin registers)."""
+    return JsonSchemaPreparer(backend, fence_config.schema_recursion_depth, fence_config.max_pattern_chars)
+
+
+class JsonSchemaPreparer:
+    """One backend's schema preparer, with its caches of prepared schemas and probed patterns."""
+
+    def __init__(self, backend: GrammarBackend, depth: int = 5, max_pattern_chars: int = 4096):
         self.backend = backend
         self.depth, self.max_pattern_chars = depth, max_pattern_chars
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
@@ -67,6 +79,10 @@ class SchemaPreparer:
             fmt = ResponseFormat(fmt.type, prepared.schema if isinstance(prepared.schema, dict) else {},
                                  fmt.name, fmt.strict)
         return attrs.evolve(request, tools=tools, response_format=fmt), notes
+
+    def check_limits(self, request: ChatRequest) -> None:
+        """Refuse a schema past the cheap size limits (:mod:`kvgate.plugins.json_schema.limits`)."""
+        check_request_limits(request)
 
     def prepare(self, schema: Any, where: str, param: str) -> Prepared:
         key = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()

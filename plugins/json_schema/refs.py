@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import unquote
 
 from kvgate.core.fence.errors import FenceRequestError
-from kvgate.core.fence.schema_limits import MAX_SCHEMA_NODES, SchemaTooLarge
+from kvgate.plugins.json_schema.limits import MAX_SCHEMA_NODES, SchemaTooLarge
 
 DEF_KEYS = ("$defs", "definitions")
 

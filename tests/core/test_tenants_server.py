@@ -193,3 +193,16 @@ def test_exact_cache_counters_on_metrics_are_for_admin_keys_only(server):
         assert httpx.get(server.base_url + "/metrics", headers=auth(who), timeout=30).status_code == 401
     reply = httpx.get(server.base_url + "/metrics", headers=auth("admin"), timeout=30)
     assert reply.status_code == 200 and "kvgate_prompt_tokens_total" in reply.text
+
+
+def test_health_shows_the_kv_pool_to_operators_only_and_state_is_owner_only(server):
+    health = server.base_url + "/health"
+    assert httpx.get(health).json()["status"] == "ok"
+    assert "kv_pool" not in httpx.get(health).json()  # block occupancy tells other tenants' prompt sizes
+    assert "kv_pool" not in httpx.get(health, headers=auth("alice")).json()
+    assert httpx.get(health, headers=auth("admin")).json()["kv_pool"]["blocks_total"] > 0
+    chat(server, "alice", pin_messages("1111"))  # a stored conversation on disk
+    paths = [path for path in server.state_dir.rglob("*")]
+    assert any(path.is_file() for path in paths)
+    shared = [str(path) for path in paths if path.stat().st_mode & 0o077]
+    assert not shared, f"state readable by group or others: {shared}"

@@ -3,8 +3,9 @@ the host offers at once, on a real server over a real socket.
 
 It brings its own model format (a ``.thirdparty`` file naming a GGUF), the default model (the
 embedded one is disabled), a runtime that loads its format, a dialect (a renamed ChatML-JSON), a
-chat format, a grammar backend (the installed one, counted), a generation guard, a config section
-its guard reads, an adapter route, a service beside the server, a request observer and a command.
+chat format, a grammar backend (the installed one, counted), a schema preparer (the installed one,
+noting each request it prepares), a generation guard, a config section its guard reads, an adapter
+route, a service beside the server, a request observer and a command.
 Each is shown to be used: the request is answered through them, not around them.
 """
 
@@ -127,6 +128,25 @@ class ThirdParty:
         register("thirdparty_grammar", build)
 
     @hookimpl
+    def register_schema_preparers(self, register):
+        installed = collect(build_plugin_manager(), "register_schema_preparers", "schema preparer")
+        build_installed = installed.get(installed.names()[0])
+        seen = self.seen
+
+        class NotingPreparer:
+            def __init__(self, backend, fence_config):
+                self.inner = build_installed(backend, fence_config)
+
+            def check_limits(self, request):
+                self.inner.check_limits(request)
+
+            def prepare_request(self, request):
+                seen["prepared"] += 1
+                request, relaxed = self.inner.prepare_request(request)
+                return request, relaxed + ["prepared by thirdparty_schemas"]
+        register("thirdparty_schemas", NotingPreparer)
+
+    @hookimpl
     def register_config_sections(self, register):
         register("thirdparty", ThirdPartySection)
 
@@ -180,11 +200,11 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("thirdparty")
     model_file = folder / "model.thirdparty"
     model_file.write_text(embedded_gguf_path())
-    seen = {"renders": 0, "backends": 0, "guards": [], "traces": [], "service": [], "loaded": None}
+    seen = {"renders": 0, "backends": 0, "prepared": 0, "guards": [], "traces": [], "service": [], "loaded": None}
     pm = build_plugin_manager(disabled=["embedded_model"], extra_plugins=[("thirdparty", ThirdParty(model_file, seen))])
     config = config_from_dict({"state_dir": str(folder / "state"),
                                "model": {"dialect": "thirdparty_json", "chat_format": "thirdparty_format"},
-                               "fence": {"backend": "thirdparty_grammar"},
+                               "fence": {"backend": "thirdparty_grammar", "schema_preparer": "thirdparty_schemas"},
                                "cache": {"ssd_enabled": False},
                                "thirdparty": {"guard": True}})
     with AppServer(config, pm) as server:
@@ -228,6 +248,14 @@ def test_a_required_tool_call_is_fenced_by_the_plugins_grammar_backend(served):
     call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and isinstance(json.loads(call["arguments"]), dict)
     assert seen["backends"] >= 1
+
+
+def test_a_tool_schema_is_prepared_by_the_plugins_schema_preparer(served):
+    server, seen = served
+    prepared = seen["prepared"]
+    reply = chat(server, tools=[TOOL], tool_choice="required", max_tokens=80)
+    assert seen["prepared"] > prepared
+    assert "prepared by thirdparty_schemas" in reply["kvgate"]["relaxed_schema"]
 
 
 def test_its_adapter_route_and_service_run_in_the_server(served):
