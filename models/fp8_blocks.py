@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 import torch
 
+from kvgate.models import mxfp4
+
 FP8 = torch.float8_e4m3fn
 FP4_PACKED = tuple(t for t in (torch.int8, getattr(torch, "float4_e2m1fn_x2", None)) if t is not None)
 FP4_GROUP = 32
@@ -40,6 +42,8 @@ def dequantize_checkpoint(tensors: dict[str, torch.Tensor], config: dict[str, An
             raise ValueError(f"weight {quantized[0]} is {tensors[quantized[0]].dtype} but config.json has no "
                              "quantization_config")
         return tensors
+    if mxfp4.declared(config):  # gpt-oss's experts (kvgate.models.mxfp4)
+        return mxfp4.dequantize_checkpoint(tensors, dtype)
     block = _block_size(quant)
     for name in quantized:
         scale_name = _scale_name(name, tensors)
@@ -53,7 +57,7 @@ def _block_size(quant: Any) -> Optional[tuple[int, int]]:
     if not isinstance(quant, dict) or quant.get("quant_method") != "fp8":
         method = quant.get("quant_method") if isinstance(quant, dict) else quant
         raise ValueError(f"config.json quantization_config: method {method!r} is not supported (only block-scaled "
-                         "'fp8' checkpoints are)")
+                         "'fp8' and 'mxfp4' checkpoints are)")
     block = quant.get("weight_block_size")
     if block is None:
         return None

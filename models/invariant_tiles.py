@@ -25,18 +25,24 @@ position, to bound the score matrix.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
+
+from kvgate.models.invariant_elementwise import invariant
 
 ROW_TILE = 16
 KEY_TILE = 256
 QUERY_CHUNK = 128
 
 
-def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
+                    window: Optional[int] = None, sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
     """q [B, n, heads, dim] over k, v [B, keys, kv_heads, dim], key j at absolute position j;
-    ``positions`` [B, n]: a query sees the keys at or before its position. Returns q's shape and dtype."""
+    ``positions`` [B, n]: a query sees the keys at or before its position (and with ``window``, only
+    the last ``window`` of them). ``sinks`` [heads]: a logit per query head that joins the softmax's
+    denominator only (gpt-oss). Returns q's shape and dtype."""
     n = q.shape[1]
     keys = min(k.shape[1], int(positions.max()) + 1)
     length = -(-keys // KEY_TILE) * KEY_TILE
@@ -45,12 +51,14 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions
     k_t = k_t.view(batch, kv_heads, -1, KEY_TILE, dim).transpose(-1, -2).contiguous()  # [B, kv, T, dim, TILE]
     v_t = v_t.view(batch, kv_heads, -1, KEY_TILE, dim)  # [B, kv, T, TILE, dim]
     if n <= QUERY_CHUNK:
-        return _attend(q, k_t, v_t, positions)
-    parts = [_attend(q[:, s:s + QUERY_CHUNK], k_t, v_t, positions[:, s:s + QUERY_CHUNK]) for s in range(0, n, QUERY_CHUNK)]
+        return _attend(q, k_t, v_t, positions, window, sinks)
+    parts = [_attend(q[:, s:s + QUERY_CHUNK], k_t, v_t, positions[:, s:s + QUERY_CHUNK], window, sinks)
+             for s in range(0, n, QUERY_CHUNK)]
     return torch.cat(parts, 1)
 
 
-def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: torch.Tensor,
+            window: Optional[int] = None, sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
     batch, n, heads, dim = q.shape
     kv_heads = k_t.shape[1]
     group = heads // kv_heads
@@ -61,13 +69,19 @@ def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: to
     stacked = F.pad(stacked.float() * (1.0 / math.sqrt(dim)), (0, 0, 0, padded_rows - rows))
     row_positions = F.pad(positions.repeat_interleave(group, 1), (0, padded_rows - rows), value=-1)
     scores = stacked[:, :, None] @ k_t[:, :, :tiles]  # [B, kv, T, R, KEY_TILE]
-    first = max(int(positions.min()) + 1, 0) // KEY_TILE  # tiles before it are visible to every query
+    first = 0 if window else max(int(positions.min()) + 1, 0) // KEY_TILE  # tiles before it are visible to all
     keys = torch.arange(first * KEY_TILE, tiles * KEY_TILE, device=q.device).view(-1, 1, KEY_TILE)
     hidden = keys[None, :] > row_positions[:, None, :, None]  # [B, T - first, R, KEY_TILE]
+    if window:
+        hidden |= keys[None, :] <= row_positions[:, None, :, None] - window
     scores[:, :, first:].masked_fill_(hidden[:, None], float("-inf"))
     top = scores.amax(dim=(2, 4), keepdim=True)
-    probs = scores.sub_(torch.where(torch.isinf(top), torch.zeros_like(top), top)).exp_()
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    probs = scores.sub_(top).exp_()
     sums = _tree_sum(probs.sum(-1, keepdim=True))  # [B, kv, R, 1]
+    if sinks is not None:  # each row's head's sink logit, against the same maximum as its scores
+        sink_rows = sinks.float().view(kv_heads, 1, group).expand(kv_heads, n, group).reshape(kv_heads, rows)
+        sums = sums + invariant(torch.exp, F.pad(sink_rows, (0, padded_rows - rows))[..., None] - top[:, :, 0])
     out = _tree_sum(probs @ v_t[:, :, :tiles]) / sums.clamp_min(torch.finfo(torch.float32).tiny)  # [B, kv, R, dim]
     out = out[:, :, :rows].view(batch, kv_heads, n, group, dim).permute(0, 2, 1, 3, 4)
     return out.reshape(batch, n, heads, dim).to(q.dtype)
