@@ -49,6 +49,7 @@ class BudgetPlan:
         self.call_cost = call_cost  # tokens of the shortest complete call (None: no second call)
         self.entered = mode == "required"  # a call has been opened
         self.answering = start_in != "reasoning"  # past the reasoning (the grammar accepted once)
+        self.reasoning = start_in == "reasoning"  # inside the reasoning: its closing tag not yet written
         self.closing: list[int] = []  # the forced rest of the closing path
         self.tail = b""  # the end of the output (a closing tag may be half written)
         self.next_check: Optional[int] = None  # outside the zone: the budget at which to measure
@@ -75,6 +76,8 @@ class BudgetPlan:
         pieces = self.closer.info.token_bytes()
         piece = pieces[token] if 0 <= token < len(pieces) else b""
         self.tail = (self.tail + piece)[-64:]
+        if self.reasoning and self.closer.reasoning_close and self.closer.reasoning_close in self.tail:
+            self.reasoning = False
         accepting = matcher.is_accepting()
         if not self.entered and self.answering and not accepting and self.wrote_trigger(len(piece)):
             self.entered = True
@@ -102,14 +105,14 @@ class BudgetPlan:
                 return None
             self.measure(matcher, budget)
         if self.tight and self.path is None:
-            self.path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail)
+            self.path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail, reasoning=self.reasoning)
         if self.tight and self.path and len(self.path) >= budget:
             self.closing = list(self.path)
             return self.closing[0]
         return None
 
     def measure(self, matcher, budget: int) -> None:
-        path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail)
+        path = self.closer.path(matcher, prefer=self.prefer, tail=self.tail, reasoning=self.reasoning)
         if path is None:
             self.next_check = budget - 1
             return
@@ -140,7 +143,8 @@ class BudgetPlan:
         path = self.path if len(self.path) <= room and reaches_end(state, self.path) else None
         if path is None:
             tail = (self.tail + self.closer.info.token_bytes()[token])[-64:]
-            path = self.closer.path(state, limit=room + 1, prefer=self.prefer, tail=tail)
+            reasoning = self.reasoning and self.closer.reasoning_close not in tail
+            path = self.closer.path(state, limit=room + 1, prefer=self.prefer, tail=tail, reasoning=reasoning)
         if path is None or len(path) > room:
             return False
         self.verified[token] = path

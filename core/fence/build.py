@@ -27,11 +27,12 @@ CONSTRAINT_CACHE_SIZE = 64
 
 
 def closer_for(info: TokenizerInfo, dialect: Dialect) -> Closer:
-    key = tuple(dialect.closing_literals)
+    reasoning_close = dialect.literals.get("think_close", "")
+    key = (*dialect.closing_literals, reasoning_close)
     with info.lock:
         closer = info.backends.closers.get(key)
     if closer is None:
-        closer = Closer(info, list(key))
+        closer = Closer(info, list(dialect.closing_literals), reasoning_close)
         with info.lock:
             info.backends.closers[key] = closer
     return closer

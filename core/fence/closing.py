@@ -7,7 +7,8 @@ dialect's closing tags first (``</arg_value>``), then tokens made of JSON closer
 ``]``; a quote first inside text, brackets first elsewhere), separators and short values, else
 the longest allowed token (most bytes of a forced literal or a minimum length per token). When
 that walk repeats itself (a tag written into a JSON string is text), a second walk goes without
-the closing tags.
+the closing tags. From inside the reasoning a completion started in (``reasoning``), the path
+first writes what is left of the reasoning's closing tag: the call that must follow still fits.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ VALUES = {b"0", b"1", b"true", b"false", b"null", b'"', b"[", b"{", b"[]", b"{}"
 class Closer:
     """Finds closing paths for one tokenizer and one dialect's closing literals (stateless)."""
 
-    def __init__(self, info: TokenizerInfo, closing_literals: list[str]):
+    def __init__(self, info: TokenizerInfo, closing_literals: list[str], reasoning_close: str = ""):
         self.info = info
+        self.reasoning_close = reasoning_close.encode("utf-8")
         pieces = info.token_bytes()
         self.vocab = info.vocab_size
         self.literals = [text.encode("utf-8") for text in closing_literals if text]
@@ -58,15 +60,36 @@ class Closer:
         return np.array(list(ids), dtype=np.int64)
 
     def path(self, matcher, limit: int = MAX_PATH, prefer: Optional[np.ndarray] = None,
-             tail: bytes = b"") -> Optional[list[int]]:
+             tail: bytes = b"", reasoning: bool = False) -> Optional[list[int]]:
         """Tokens that bring ``matcher`` (not changed) to an accepting state, or None.
 
         ``tail`` is the end of the output so far (a closing tag may already be half written). A
         walk that writes closing literals first (a raw value ends with its tag) gives up when it
         takes the same step twice in a row (a tag inside a JSON string is text, not progress);
-        then a walk without them (JSON closers first) is taken."""
-        found = self.walk(matcher, limit, prefer, tail, literals_first=True)
-        return found if found is not None else self.walk(matcher, limit, prefer, tail, literals_first=False)
+        then a walk without them (JSON closers first) is taken. ``reasoning``: the output is
+        still inside the reasoning, which the path closes first."""
+        state, lead = matcher, []
+        if reasoning and self.reasoning_close:
+            state, lead, tail = self.close_reasoning(matcher, tail)
+            if state is None:
+                return None
+        found = self.walk(state, limit - len(lead), prefer, tail, literals_first=True)
+        if found is None:
+            found = self.walk(state, limit - len(lead), prefer, tail, literals_first=False)
+        return None if found is None else lead + found
+
+    def close_reasoning(self, matcher, tail: bytes) -> tuple:
+        """(a copy of ``matcher`` past the reasoning's closing tag, the tokens written, the new
+        tail), or (None, [], tail) when the grammar does not take the tag here."""
+        rest = next((self.reasoning_close[done:] for done in range(len(self.reasoning_close) - 1, -1, -1)
+                     if tail.endswith(self.reasoning_close[:done])), self.reasoning_close)
+        tokens = self.encode(rest)
+        state = matcher.copy()
+        if not tokens or state.allows(tokens) != len(tokens):
+            return None, [], tail
+        for token in tokens:
+            state.consume(token)
+        return state, tokens, (tail + rest)[-64:]
 
     def walk(self, matcher, limit: int, prefer: Optional[np.ndarray], tail: bytes,
              literals_first: bool) -> Optional[list[int]]:

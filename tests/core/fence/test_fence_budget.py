@@ -14,6 +14,7 @@ from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.deepseek_v31 import DeepseekV31
 from kvgate.dialects.glm_xml import GlmXml
 from kvgate.dialects.kimi_k2 import KimiK2
+from kvgate.dialects.minimax_m2 import MinimaxM2
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 from tests.core.fence.conftest import CLOCK, WEATHER, args, greedy_run, request
 from tests.core.fence.test_fence_new_dialects import calls_text, lead
@@ -165,3 +166,24 @@ def one_hot(tokenizer, token: int) -> torch.Tensor:
     logits = torch.zeros(tokenizer.get_vocab_size())
     logits[token] = 10.0
     return logits
+
+
+REASONING_DIALECTS = [ChatmlJson(), GlmXml("glm47"), DeepseekDsml("v32"), Qwen3CoderXml(), DeepseekV31("r1"),
+                      KimiK2("thinking"), MinimaxM2()]
+
+
+@pytest.mark.parametrize("dialect", REASONING_DIALECTS, ids=lambda d: f"{d.name}-{d.variant}")
+@pytest.mark.parametrize("spare", [0, 9, 40])
+def test_reasoning_closes_in_time_for_a_required_call(smol_info, smol_tokenizer, pm, config, dialect, spare):
+    """A completion that starts inside reasoning (the prompt opened it) and a model that would think
+    forever: the fence closes the reasoning and the call within the budget."""
+    config.section("guard").enabled = False
+    fence = build_request_fence(request("required", tools=(WEATHER,)), dialect, smol_info, config, pm,
+                                start_in="reasoning")
+    shortest = fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer, reasoning=True)
+    assert shortest is not None, "no closing path from inside the reasoning"
+    budget = len(shortest) + spare
+    text = run_to_budget(fence, smol_tokenizer, " hello", budget)
+    verdict = check_calls(dialect, [WEATHER], text, start_in="reasoning")
+    assert verdict.ok and len(verdict.calls) == 1, (text, verdict.problems)
+    assert len(smol_tokenizer.encode(text).ids) <= budget
