@@ -7,6 +7,7 @@ Its TOML section, with the defaults::
     enable_l0 = true            # exact-text cache of encodings
     enable_l1 = true            # prefix cache at special-token boundaries
     l0_max_entries = 10000
+    l0_max_bytes = 67108864
     l1_max_bytes = 52428800
     reuse_output_ids = false    # true: a resent assistant turn keeps the ids the model sampled
 

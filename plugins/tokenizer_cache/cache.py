@@ -1,7 +1,8 @@
 """The two-level tokenizer cache (SMG's semantics), in front of one tokenizer.
 
-* L0, exact match: keyed on the whole input text, at most ``l0_max_entries`` entries, approximate
-  LRU by sampling; an entry holds the input and its token ids.
+* L0, exact match: keyed on the whole input text, at most ``l0_max_entries`` entries and
+  ``l0_max_bytes`` bytes (the input's UTF-8 and 4 per id), approximate LRU by sampling; an entry
+  holds the input and its token ids.
 * L1, prefix match at special-token boundaries (see :mod:`.cache_l1`): on a miss one entry per
   boundary of the input; on a hit only the text after the deepest cached boundary is tokenized,
   and one entry is added at the input's deepest boundary if it lies past the match. Bounded by
@@ -39,7 +40,8 @@ class TokenizerCache:
         self._encode = encode
         self._metrics = metrics
         self._lock = threading.Lock()
-        self._l0 = SampledLRU(config.l0_max_entries, seed=seed) if config.enable_l0 else None
+        self._l0 = (SampledLRU(config.l0_max_bytes, seed=seed, max_entries=config.l0_max_entries)
+                    if config.enable_l0 else None)
         self._l1 = L1Cache(list(boundary_tokens), config.l1_max_bytes, seed) if config.enable_l1 else None
         self._boundary_ids = frozenset(boundary_tokens.values())
         self._stats = {"l0": _LayerStats(), "l1": _LayerStats()}
@@ -53,9 +55,10 @@ class TokenizerCache:
         if cached is not None:
             return cached[0].tolist()
         ids = self._through_l1(text)
-        entry = (array("I", ids), len(text.encode("utf-8", "surrogatepass")))
+        size = len(text.encode("utf-8", "surrogatepass"))
+        entry = (array("I", ids), size)
         with self._lock:
-            self._evicted("l0", self._l0.put(text, entry, 1))
+            self._evicted("l0", self._l0.put(text, entry, size + 4 * len(ids)))
         return ids
 
     def _through_l1(self, text: str) -> list[int]:
@@ -119,7 +122,8 @@ class TokenizerCache:
     def stats(self) -> dict:
         with self._lock:
             l0 = {"enabled": self._l0 is not None, "entries": len(self._l0) if self._l0 else 0,
-                  "max_entries": self._l0.capacity if self._l0 else 0, **self._stats["l0"].as_dict()}
+                  "max_entries": self._l0.max_entries if self._l0 else 0, "bytes": self._l0.used if self._l0 else 0,
+                  "max_bytes": self._l0.capacity if self._l0 else 0, **self._stats["l0"].as_dict()}
             l1 = {"enabled": self._l1 is not None, "entries": self._l1.entries if self._l1 else 0,
                   "bytes": self._l1.used_bytes if self._l1 else 0,
                   "max_bytes": self._l1.capacity_bytes if self._l1 else 0, **self._stats["l1"].as_dict()}

@@ -26,8 +26,10 @@ class _Slot:
 class SampledLRU:
     """Not thread-safe on its own: the tokenizer cache holds a lock around every call."""
 
-    def __init__(self, capacity: int, sample_size: int = SAMPLE_SIZE, seed: Optional[int] = None):
+    def __init__(self, capacity: int, sample_size: int = SAMPLE_SIZE, seed: Optional[int] = None,
+                 max_entries: Optional[int] = None):
         self.capacity = capacity
+        self.max_entries = max_entries  # a second bound, on the number of entries (None: only costs)
         self.sample_size = sample_size
         self.used = 0
         self._slots: dict[Hashable, _Slot] = {}
@@ -58,7 +60,7 @@ class SampledLRU:
             return 0
         self._remove(key)
         evicted = 0
-        while self.used + cost > self.capacity and self._keys:
+        while self._keys and (self.used + cost > self.capacity or len(self._keys) >= (self.max_entries or 1 << 62)):
             self._remove(self._pick_victim())
             evicted += 1
         self._clock += 1

@@ -160,3 +160,18 @@ def test_l1_memory_really_held_stays_within_the_budget(small_bpe):
     stats = service.cache_stats()["l1"]
     assert stats["evictions"] > 0 and stats["bytes"] <= budget
     assert held <= budget, f"{held} bytes held for a {budget}-byte budget"
+
+
+def test_l0_is_bounded_in_bytes_as_well_as_entries(smollm2_tokenizer):
+    from kvgate.plugins.tokenizer_cache.cache import TokenizerCache
+    from kvgate.plugins.tokenizer_cache.cache_metrics import TokenizerCacheMetrics
+    from prometheus_client import CollectorRegistry
+
+    config = TokenizerCacheConfig(enable_l0=True, enable_l1=False, l0_max_entries=1000, l0_max_bytes=200_000)
+    cache = TokenizerCache(lambda text: smollm2_tokenizer.encode(text, add_special_tokens=False), config, {},
+                           TokenizerCacheMetrics(CollectorRegistry()), seed=1)
+    texts = [f"text {i} " + "lorem ipsum " * 3000 for i in range(20)]  # ~36 kB each, 20 distinct
+    for text in texts:
+        assert cache.encode(text) == smollm2_tokenizer.encode(text, add_special_tokens=False).ids
+    l0 = cache.stats()["l0"]
+    assert 0 < l0["bytes"] <= l0["max_bytes"] == 200_000 and l0["entries"] < len(texts) and l0["evictions"] > 0
