@@ -111,6 +111,13 @@ class Dialect(abc.ABC):
         no Jinja template (used when ``[model] chat_format`` is empty); "" = none."""
         return ""
 
+    def chat_format_over_template(self) -> str:
+        """The registered chat format that renders this dialect's prompts even for a model that
+        ships a Jinja template, when that template cannot write back what the model generates
+        (gpt-oss: ``harmony``); "" = the template.
+        ``[model] chat_format = "jinja"`` still picks the template."""
+        return ""
+
     def template_tools(self, tools: list[Tool]) -> Optional[list[dict[str, Any]]]:
         """The ``tools`` variable for the model's Jinja template, for a dialect whose template
         declares the tools itself (``render_messages`` then leaves them out); None = the template

@@ -76,6 +76,8 @@ def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRu
     wanted = config.model.chat_format
     if not wanted and not template:
         wanted = dialect.chat_format_without_template()
+    if not wanted:
+        wanted = dialect.chat_format_over_template()
     if wanted and wanted != "jinja":
         formats = collect(pm, "register_chat_formats", "chat format")
         if wanted not in formats:
