@@ -5,7 +5,8 @@ Item rules: ``message`` items (``type`` may be omitted) map by role, developer -
 assistant turn; ``function_call_output`` becomes a tool message, and one whose ``call_id`` answers
 no call earlier in the conversation is a 400; ``additional_tools`` items add
 tools; a ``compaction`` item (ours: :mod:`.compaction_item`) becomes a user message holding its
-summary; unknown item types are skipped. Images are rejected: canonical content is text.
+summary; unknown item types are skipped. Images are rejected: canonical content is text; an
+``input_file`` part becomes its text (:mod:`.input_files`: text files and PDFs).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import attrs
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import Message, Tool, ToolCall
 from kvgate.adapters.responses.compaction_item import summary_message_text
+from kvgate.adapters.responses.input_files import file_part_text
 from kvgate.adapters.responses.tools import convert_tools
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -49,12 +51,12 @@ def decode_reasoning(opaque: Any) -> Optional[str]:
 
 
 def content_text(content: Any, where: str, has_vision: bool) -> str:
-    """Text of a string or a list of parts; image and file parts get a clear 400."""
+    """Text of a string or a list of parts; image parts, and file parts without text, get a clear 400."""
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
         raise InvalidRequest(f"{where} must be a string or an array of parts.", param=where)
-    texts = []
+    texts, after_file = [], False
     for index, part in enumerate(content):
         spot = f"{where}[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
@@ -62,12 +64,14 @@ def content_text(content: Any, where: str, has_vision: bool) -> str:
             value = part.get(TEXT_PARTS[kind])
             if not isinstance(value, str):
                 raise InvalidRequest(f"{spot}.{TEXT_PARTS[kind]} must be a string.", param=spot)
-            texts.append(value)
+            texts.append(("\n\n" if after_file else "") + value)
+            after_file = False
         elif kind in ("input_image", "image_url", "image"):
             reason = "this model has no vision" if not has_vision else "image input is not supported yet"
             raise InvalidRequest(f"{spot} is an image, but {reason}; send text only.", param=spot)
-        elif kind == "input_file":
-            raise InvalidRequest(f"{spot} is a file; file input is not supported, send its text.", param=spot)
+        elif kind == "input_file":  # set apart from the text around it by a blank line
+            texts.append(("\n\n" if texts else "") + file_part_text(part, spot))
+            after_file = True
         else:
             raise InvalidRequest(f"{spot} has an unsupported part type {kind!r}.", param=spot)
     return "".join(texts)

@@ -127,7 +127,8 @@ class Run:
 
 
 def new_run(ctx: Any, store: ResponseStore, call: ResponsesCall) -> Run:
-    echo = {**call.body, "model": call.body.get("model") or call.chat.model}
+    echo = {**call.body, "model": call.body.get("model") or call.chat.model,  # and the output cap applied
+            "max_output_tokens": call.body.get("max_output_tokens") or ctx.config.engine.default_max_tokens or None}
     applied = ctx.pipeline.sampling_defaults.apply(call.chat.sampling)
     envelope = objects.response_envelope(objects.new_id("resp"), echo, applied)
     renderer = CompactionRenderer(envelope) if is_compaction_trigger(call.body) else \
