@@ -21,17 +21,18 @@ runs.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator, Optional
 
 import attrs
 
 from smg_grpc_proto.generated import sglang_scheduler_pb2 as pb
 
-from kvgate.adapters.grpc_worker.request import check_options, fence_of, prompt_ids, sampling_of, token_budget
+from kvgate.adapters.grpc_worker.request import (BadRequest, check_options, fence_of, prompt_ids, sampling_of,
+                                                token_budget)
 from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.engine.sampling import make_generator
-from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone
+from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.pipeline.stop_strings import StopStringScanner
 
 
@@ -91,33 +92,29 @@ async def generate(pipeline, request: pb.GenerateRequest, running: dict[str, Seq
     prompt = prompt_ids(request, runtime)
     budget = token_budget(params, len(prompt), runtime.info.max_context, pipeline.config.engine.default_max_tokens)
     fence = await fence_of(pipeline, params)
-    queue: asyncio.Queue = asyncio.Queue()
-    loop = asyncio.get_running_loop()
     stops = frozenset() if params.ignore_eos else frozenset(runtime.info.eos_token_ids) | set(params.stop_token_ids)
     sampling = sampling_of(params)
-    seq = Sequence(prompt=prompt, params=sampling, max_tokens=budget, stop_token_ids=stops, fence=fence,
-                   deliver=lambda m: loop.call_soon_threadsafe(queue.put_nowait, m), namespace=pipeline.namespace,
-                   generator=make_generator(sampling.seed))
-    request_id = request.request_id or f"kvgate-{seq.id}"
-    engine.submit(seq)  # Overloaded when the queue is full or the server drains
-    running[request_id] = seq
-    counts, done, watch = Counts(prompt=len(prompt)), None, StopWatch(runtime.tokenizer, params.stop)
-    try:
-        while done is None:
-            message = await queue.get()
-            if isinstance(message, PrefillDone):
-                counts.cached_device, counts.cached_ssd = message.cached_device, message.cached_ssd
-            elif isinstance(message, SequenceDone):
-                done = message
-            elif watch.hit is None:  # a token; none is sent after a stop string
-                counts.output.append(message.token)
-                seq.stop_requested = watch.push(message.token)
-                if request.stream:
-                    yield frame(request_id, counts, message.token)
-    finally:
-        running.pop(request_id, None)
-        if done is None:  # the client went away: stop computing for it
-            engine.cancel(seq)
+    if request.request_id in running:  # Abort names a request by its id: two would be ambiguous
+        raise BadRequest(f"request_id {request.request_id!r} is already running")
+    with SequenceRun(engine) as run:  # cancels the sequence if the client goes away first
+        seq = Sequence(prompt=prompt, params=sampling, max_tokens=budget, stop_token_ids=stops, fence=fence,
+                       deliver=run.deliver, namespace=pipeline.namespace, generator=make_generator(sampling.seed))
+        request_id = request.request_id or f"kvgate-{seq.id}"
+        run.submit(seq)  # Overloaded when the queue is full or the server drains
+        running[request_id] = seq
+        counts, watch = Counts(prompt=len(prompt)), StopWatch(runtime.tokenizer, params.stop)
+        try:
+            async for message in run:
+                if isinstance(message, PrefillDone):
+                    counts.cached_device, counts.cached_ssd = message.cached_device, message.cached_ssd
+                elif isinstance(message, TokenOut) and watch.hit is None:  # none is sent after a stop string
+                    counts.output.append(message.token)
+                    seq.stop_requested = watch.push(message.token)
+                    if request.stream:
+                        yield frame(request_id, counts, message.token)
+        finally:
+            running.pop(request_id, None)
+    done = run.done
     finish(pipeline, done, counts, fence)
     reason = "stop" if watch.hit is not None else "abort" if done.reason == "cancelled" else done.reason
     yield frame(request_id, counts, reason=reason, stream=request.stream, stop=watch.hit)

@@ -11,7 +11,6 @@ context could hold at ``longest_token_chars`` per token is refused before it is 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import math
@@ -29,10 +28,9 @@ from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.fence.admission import FenceAdmission
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
-from kvgate.core.observe.recent_requests import RecentRequests, decode_rate
-from kvgate.core.observe.request_recorder import recorder_for
-from kvgate.core.request_trace import RequestObserver, RequestTrace
+from kvgate.core.request_trace import RequestObserver, RequestTrace, decode_rate
 from kvgate.core.pipeline.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
 from kvgate.core.pipeline.stop_strings import StopStringScanner
@@ -65,8 +63,6 @@ class Pipeline:
         granularity = config.cache.cached_tokens_granularity
         self.cached_granularity = granularity or max(1, runtime.block_size)
         self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
-        self.recorder = recorder_for(config.server.record_path)
-        self.recent_requests = RecentRequests()  # read by the cache page
         self.observers: list[RequestObserver] = []  # register_request_observers (set by the app)
         self.sampling_defaults = SamplingDefaults.build(config.sampling, runtime.info.sampling_defaults)
 
@@ -190,56 +186,48 @@ class Pipeline:
         fence = await self.admit_fence(request)
         if trace is not None and fence is not None:
             trace.mark("fenced")
-        queue: asyncio.Queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        seq = self._sequence(request, prompt, max_tokens, True, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m),
-                             fence)
-        seq.trace = trace
-        self.submit(seq)
-        run = _Run(self, request, seq)
-        try:
-            yield Started(len(seq.prompt))
-            while True:
-                try:
-                    message = await asyncio.wait_for(queue.get(), timeout=HEARTBEAT_SECONDS)
-                except asyncio.TimeoutError:
-                    yield Heartbeat()
-                    continue
-                for event in run.handle(message):
-                    yield event  # a consumer may stop here, after Finished: the request is recorded
-                if isinstance(message, SequenceDone):
-                    return
-        finally:
-            if not run.recorded:  # the consumer went away before the sequence finished
-                self.engine.cancel(seq)
-                run.record("cancelled", 0)
+        with SequenceRun(self.engine, HEARTBEAT_SECONDS) as run:  # cancels the sequence if we leave first
+            seq = self._sequence(request, prompt, max_tokens, True, run.deliver, fence)
+            seq.trace = trace
+            run.submit(seq, self.submit)
+            handler = _Run(self, request, seq)
+            try:
+                yield Started(len(seq.prompt))
+                async for message in run:
+                    for event in [Heartbeat()] if message is None else handler.handle(message):
+                        yield event  # a consumer may stop here, after Finished: the request is recorded
+            finally:
+                if not handler.recorded:  # the consumer went away before the sequence finished
+                    handler.record("cancelled", 0)
 
     async def warm(self, request: ChatRequest) -> Usage:
         """Prefill only: the prompt's state is computed and left to the cache."""
+        trace = self.new_trace(request)
         prompt = await self.prompt_tokens(request)
         self._check_fits(prompt)
-        queue: asyncio.Queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        seq = self._sequence(request, prompt, 0, False, lambda m: loop.call_soon_threadsafe(queue.put_nowait, m))
-        self.submit(seq)
         usage = Usage(prompt_tokens=len(prompt))
-        try:
-            while True:
-                message = await queue.get()
+        with SequenceRun(self.engine) as run:  # cancels the sequence if we leave first
+            seq = self._sequence(request, prompt, 0, False, run.deliver)
+            seq.trace = trace
+            run.submit(seq, self.submit)
+            async for message in run:
                 if isinstance(message, PrefillDone):
                     usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
-                if isinstance(message, SequenceDone):
-                    self.metrics.request_finished(message.reason, usage.prompt_tokens, usage.cached_tokens_device,
-                                                  usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
-                    self.recent_requests.add(request.tenant.name, seq.namespace, "warm", usage.prompt_tokens,
-                                             usage.cached_tokens_device, usage.cached_tokens_ssd)
-                    if self.recorder is not None:
-                        self.recorder.record(seq.namespace, prompt, [], usage.cached_tokens_device,
-                                             usage.cached_tokens_ssd, "warm", None)
-                    return self.reported(usage)
-        finally:
-            if seq.phase.value != "done":
-                self.engine.cancel(seq)
+        self.metrics.request_finished(run.done.reason, usage.prompt_tokens, usage.cached_tokens_device,
+                                      usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
+        if trace is not None:
+            trace.finish(seq.plan, "warm")
+            trace.prompt_tokens, trace.namespace, trace.prompt = usage.prompt_tokens, seq.namespace, prompt
+            self.notify(trace)
+        return self.reported(usage)
+
+    def notify(self, trace: RequestTrace) -> None:
+        """Hand a finished request's trace to every observer."""
+        for observer in self.observers:
+            try:
+                observer.request_finished(trace)
+            except Exception:  # an observer's bug must not fail the request it watched
+                log.exception("request observer %r failed", observer)
 
 
 class _Run:
@@ -248,7 +236,6 @@ class _Run:
     def __init__(self, pipeline: Pipeline, request: ChatRequest, seq: Sequence):
         self.pipeline = pipeline
         self.seq = seq
-        self.tenant = request.tenant.name
         scope = request.request_id or uuid.uuid4().hex
         start_in = pipeline.chat_format.parser_start(request)  # the prompt may end inside a reasoning block
         self.parser = pipeline.dialect.new_parser(request.tools, lambda i, name: call_id(scope, i, name),
@@ -266,7 +253,7 @@ class _Run:
         self.first_token_at: Optional[float] = None
         self.last_token_at: Optional[float] = None
         self.first_token_s: Optional[float] = None
-        self.output: list[int] = []  # the generated token ids (for the request recorder)
+        self.output: list[int] = []  # the generated token ids (for request observers)
         self.recorded = False  # the request is counted in the metrics once, when it ends
 
     def handle(self, message) -> list[Event]:
@@ -338,29 +325,17 @@ class _Run:
         self.pipeline.metrics.request_finished(
             reason, self.usage.prompt_tokens, self.usage.cached_tokens_device, self.usage.cached_tokens_ssd,
             self.usage.completion_tokens, interventions, len(self.issues))
-        self.pipeline.recent_requests.add(
-            self.tenant, self.seq.namespace, reason, self.usage.prompt_tokens, self.usage.cached_tokens_device,
-            self.usage.cached_tokens_ssd, self.usage.completion_tokens, self.first_token_s,
-            decode_rate(self.usage.completion_tokens, self.first_token_at, self.last_token_at))
         if reason not in ("error", "cancelled"):  # a client may resend this output as an assistant turn
             self.pipeline.tokenizer.register_output(self.seq.namespace, self.seq.prompt, self.output)
-        recorder = self.pipeline.recorder
-        if recorder is not None:
-            recorder.record(self.seq.namespace, self.seq.prompt, self.output, self.usage.cached_tokens_device,
-                            self.usage.cached_tokens_ssd, reason, self.first_token_s)
 
     def observe(self, reason: str, error: Optional[str]) -> None:
         trace = self.seq.trace
-        trace.mark("finished")
-        if self.seq.plan is not None:
-            trace.note_plan(self.seq.plan)
+        trace.finish(self.seq.plan, reason, error)
         trace.prompt_tokens, trace.completion_tokens = self.usage.prompt_tokens, self.usage.completion_tokens
-        trace.finish_reason, trace.error = reason, error
-        for observer in self.pipeline.observers:
-            try:
-                observer.request_finished(trace)
-            except Exception:  # an observer's bug must not fail the request it watched
-                log.exception("request observer %r failed", observer)
+        trace.namespace, trace.prompt, trace.output = self.seq.namespace, self.seq.prompt, self.output
+        trace.ttft_s = self.first_token_s
+        trace.decode_tokens_per_s = decode_rate(self.usage.completion_tokens, self.first_token_at, self.last_token_at)
+        self.pipeline.notify(trace)
 
     def _done(self, done: SequenceDone) -> list[Event]:
         events: list[Event] = []

@@ -169,3 +169,43 @@ def test_the_cycle_check_sees_a_cycle_through_a_lazy_import(tmp_path):
     assert graph["kvgate.pkg.b"] == {"kvgate.pkg.a"}  # the lazy, relative import
     assert graph["kvgate.pkg.c"] == {"kvgate.pkg"}  # a package import is its __init__
     assert import_cycles(graph) == [["kvgate.pkg.a", "kvgate.pkg.b"]]
+
+
+# The loop that drives a sequence through the engine (await its messages from a queue, cancel it
+# when the consumer leaves first) is written once: kvgate.core.engine.sequence_run.SequenceRun.
+ENGINE_MESSAGES = {"EngineMessage", "TokenOut", "PrefillDone", "SequenceDone"}
+
+
+def awaits_a_queue(function: ast.AsyncFunctionDef) -> bool:
+    """``await queue.get()`` or ``await asyncio.wait_for(queue.get(), ...)`` inside ``function``."""
+    return any(isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "get"
+               and not call.args for node in ast.walk(function) if isinstance(node, ast.Await)
+               for call in ast.walk(node))
+
+
+def engine_message_loops(path: Path) -> list[str]:
+    """The async functions of ``path`` that await a queue and name an engine message."""
+    loops = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.AsyncFunctionDef) and awaits_a_queue(node):
+            if {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & ENGINE_MESSAGES:
+                loops.append(f"{path}:{node.lineno} {node.name}")
+    return loops
+
+
+def test_one_loop_drives_the_engine():
+    loops = [loop for path in module_names(ROOT, GRAPH_FOLDERS).values() for loop in engine_message_loops(path)]
+    assert len(loops) == 1 and f"{ROOT}/core/engine/sequence_run.py:" in loops[0], "\n".join(loops)
+
+
+def test_the_engine_loop_check_sees_a_hand_written_loop(tmp_path):
+    sample = tmp_path / "loop.py"
+    sample.write_text(
+        "async def events(queue):\n"
+        "    while True:\n"
+        "        message = await asyncio.wait_for(queue.get(), timeout=5)\n"
+        "        if isinstance(message, SequenceDone):\n"
+        "            return\n"
+        "async def kv_events(queue):\n"
+        "    yield await queue.get()\n")
+    assert [loop.rsplit(" ", 1)[1] for loop in engine_message_loops(sample)] == ["events"]
