@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, Optional
 
 from smg_grpc_proto.generated import sglang_scheduler_pb2 as pb
 
@@ -18,13 +19,30 @@ class BadRequest(ValueError):
 
 
 def sampling_of(params: pb.SamplingParams) -> SamplingParams:
-    """kvgate's sampling parameters; proto3 zeros that mean "off" get their neutral value."""
-    seed = params.custom_params.fields.get("seed") if params.HasField("custom_params") else None
+    """kvgate's sampling parameters; proto3 zeros that mean "off" get their neutral value. A NaN
+    or infinite value, or a seed that is not an unsigned 64-bit integer, is a BadRequest."""
+    for name in FLOAT_PARAMS:
+        if not math.isfinite(getattr(params, name)):
+            raise BadRequest(f"sampling_params.{name} must be a finite number, not {getattr(params, name)}")
+    seed = seed_of(params)
     return SamplingParams(
         temperature=max(params.temperature, 0.0), top_p=params.top_p if 0 < params.top_p <= 1 else 1.0,
         top_k=max(params.top_k, 0), min_p=max(params.min_p, 0.0), presence_penalty=params.presence_penalty,
         frequency_penalty=params.frequency_penalty, repetition_penalty=params.repetition_penalty or 1.0,
-        seed=int(seed.number_value) if seed is not None else None)
+        seed=seed)
+
+
+FLOAT_PARAMS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
+
+
+def seed_of(params: pb.SamplingParams) -> Optional[int]:
+    value = params.custom_params.fields.get("seed") if params.HasField("custom_params") else None
+    if value is None:
+        return None
+    number = value.number_value
+    if not (math.isfinite(number) and number.is_integer() and 0 <= number < 2 ** 64):
+        raise BadRequest(f"custom_params.seed must be an integer in [0, 2**64), not {number}")
+    return int(number)
 
 
 def prompt_ids(request: pb.GenerateRequest, runtime) -> list[int]:

@@ -202,3 +202,38 @@ def test_a_json_schema_constraint_is_fenced(worker):
     text = server.app.state.ctx.pipeline.runtime.tokenizer.decode([t for f in frames[:-1] for t in f.chunk.token_ids])
     assert frames[-1].complete.finish_reason == "stop"
     assert set(json.loads(text)) == {"city"}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"temperature": float("nan")}, "sampling_params.temperature must be a finite number"),
+    ({"top_p": float("inf")}, "sampling_params.top_p must be a finite number"),
+    ({"presence_penalty": float("nan")}, "sampling_params.presence_penalty must be a finite number"),
+    ({"repetition_penalty": float("-inf")}, "sampling_params.repetition_penalty must be a finite number"),
+    ({"seed": float("nan")}, "custom_params.seed must be an integer"),
+    ({"seed": float("inf")}, "custom_params.seed must be an integer"),
+    ({"seed": 1.5}, "custom_params.seed must be an integer"),
+    ({"seed": -1.0}, "custom_params.seed must be an integer"),
+])
+def test_nan_infinite_and_non_integer_sampling_values_are_invalid_argument(worker, change, needle):
+    server, stub = worker
+    request = generate_request(prompt_ids(server), request_id="nan", max_new_tokens=4)
+    for name, value in change.items():
+        if name == "seed":
+            request.sampling_params.custom_params.update({"seed": value})
+        else:
+            setattr(request.sampling_params, name, value)
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(request))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and needle in caught.value.details()
+
+
+def test_a_request_id_already_running_is_refused_and_abort_stays_unambiguous(worker):
+    server, stub = worker
+    first = stub.Generate(generate_request(prompt_ids(server), request_id="twice", max_new_tokens=4000,
+                                           ignore_eos=True))
+    assert next(first).WhichOneof("response") == "chunk"
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(generate_request(prompt_ids(server), request_id="twice", max_new_tokens=4)))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "already running" in caught.value.details()
+    assert stub.Abort(pb.AbortRequest(request_id="twice")).success
+    assert list(first)[-1].complete.finish_reason == "abort"
