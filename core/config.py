@@ -52,11 +52,11 @@ class ServerConfig:
     api_key: str = ""  # one key for the tenant "default"
     keys: list[ApiKeyConfig] = attrs.field(factory=list)
     max_websocket_connections: int = attrs.field(default=16, validator=_positive)
-    log_requests: bool = True
+    log_requests: bool = True  # read by the request_log plugin
     max_body_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)  # POST body / WS frame
     max_json_depth: int = attrs.field(default=128, validator=_positive)  # nesting of arrays and objects
     max_json_items: int = attrs.field(default=500_000, validator=_positive)  # values in one body
-    record_path: str = ""  # a JSONL file each finished generation's tokens are appended to (off when empty)
+    record_path: str = ""  # the request_recorder plugin appends each generation's tokens there (off when empty)
 
 
 @attrs.define

@@ -1,8 +1,9 @@
 """Hook specifications of the kvgate host.
 
 Every concrete feature -- each protocol adapter, tool dialect, chat format, model runtime, cache
-tier, grammar backend, schema preparer, generation guard, drafter, tenant policy and CLI command --
-is contributed through one of these hooks, by the built-in plugins exactly as by third-party ones.
+tier, grammar backend, schema preparer, generation guard, drafter, tenant policy, request
+observer, ASGI wrapper and CLI command -- is contributed through one of these hooks, by the
+built-in plugins exactly as by third-party ones.
 Registry hooks receive a ``register`` callback; registering a name twice is an error (see
 :mod:`kvgate.core.plugins`).
 """
@@ -224,6 +225,20 @@ def register_request_observers(register):
     object implementing :class:`kvgate.core.request_trace.RequestObserver`, whose
     ``request_finished(trace)`` the pipeline calls on the event loop when each generating request
     ends, with a :class:`kvgate.core.request_trace.RequestTrace` of its stages (tokenize, fence
-    build, cache lookup, restore, prefill, decode) and cache outcome. With no observer built, no
-    request records a trace. Returns nothing.
+    build, cache lookup, restore, prefill, decode), cache outcome, namespace, prompt and output
+    token ids, time to first token and decode rate; warm-ups too (``finish_reason`` ``"warm"``).
+    With no observer built, no request records a trace. Returns nothing.
+    """
+
+
+@hookspec
+def register_asgi_wrappers(register):
+    """Called once when the app is built, to collect wrappers of the HTTP app (e.g. a request log).
+
+    Call ``register(name, build)``: ``build(ctx)`` (a :data:`kvgate.core.asgi_wrapper.AsgiWrapperBuild`)
+    receives the :class:`kvgate.core.server.ServerContext` and returns None (nothing to wrap under
+    this config) or an object implementing :class:`kvgate.core.asgi_wrapper.AsgiWrapper`: called
+    with an ASGI app, it returns the ASGI app served in its place, which sees every HTTP request
+    and WebSocket that reaches a route and what is sent back. Wrappers apply in the order of their
+    names, the first outermost. Returns nothing.
     """

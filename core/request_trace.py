@@ -13,6 +13,10 @@ The stages, in order, each between two marks (a stage whose end mark is missing 
 - ``restore``: the cached state loaded from a backup tier (SSD) and attached;
 - ``prefill``: the prompt's uncached tokens computed, up to the first token;
 - ``decode``: the first token to the end.
+
+Besides the stages a trace holds what the request was and what it gave: its cache namespace, the
+prompt's and the output's token ids, its time to first token and its decode rate. Warm-ups (prefill
+only) are traced too, with ``finish_reason`` ``"warm"`` and no output.
 """
 
 from __future__ import annotations
@@ -59,8 +63,13 @@ class RequestTrace:
     cache: Optional[CacheOutcome] = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    finish_reason: str = ""
+    finish_reason: str = ""  # "warm" for a warm-up (prefill only)
     error: Optional[str] = None
+    namespace: str = ""  # the cache namespace the prompt's state is kept under
+    prompt: list[int] = attrs.field(factory=list)  # the prompt's token ids
+    output: list[int] = attrs.field(factory=list)  # the generated token ids
+    ttft_s: Optional[float] = None  # seconds from the sequence's start to its first token (None: none)
+    decode_tokens_per_s: Optional[float] = None  # after the first token (None with fewer than two)
 
     def mark(self, name: str) -> None:
         self.marks.setdefault(name, time.time_ns())
@@ -70,6 +79,21 @@ class RequestTrace:
         cache's plan)."""
         self.cache = CacheOutcome(plan.source, plan.hit_type, plan.cached_tokens, plan.cached_device,
                                   plan.cached_ssd)
+
+    def finish(self, plan: Any, reason: str, error: Optional[str] = None) -> None:
+        """Mark the end and keep the cache plan (None when the request ended before its lookup)."""
+        self.mark("finished")
+        if plan is not None:
+            self.note_plan(plan)
+        self.finish_reason, self.error = reason, error
+
+    @property
+    def cached_device(self) -> int:
+        return self.cache.cached_device if self.cache is not None else 0
+
+    @property
+    def cached_ssd(self) -> int:
+        return self.cache.cached_ssd if self.cache is not None else 0
 
     @property
     def start_ns(self) -> int:
@@ -90,12 +114,19 @@ class RequestTrace:
         return out
 
 
+def decode_rate(tokens: int, first_token_at: Optional[float], last_token_at: Optional[float]) -> Optional[float]:
+    """Tokens per second after the first token (None with fewer than two tokens)."""
+    if tokens < 2 or first_token_at is None or last_token_at is None or last_token_at <= first_token_at:
+        return None
+    return (tokens - 1) / (last_token_at - first_token_at)
+
+
 class RequestObserver(Protocol):
     """Built by a ``register_request_observers`` plugin; called on the event loop."""
 
     def request_finished(self, trace: RequestTrace) -> None:
-        """The request ended (finished, cancelled or failed after it was admitted); must not raise
-        and must return quickly (hand slow work, such as exporting, to a thread)."""
+        """The request or warm-up ended (finished, cancelled or failed after it was admitted); must
+        not raise and must return quickly (hand slow work, such as exporting, to a thread)."""
 
 
 def build_observers(ctx, pm) -> list[RequestObserver]:

@@ -3,7 +3,9 @@ response, and cancellation of the running request when the client goes away.
 
 A reader task drains incoming frames into an inbox for the whole life of the socket, so a
 disconnect is noticed even during a long prefill (when nothing is being sent) and the work
-for it is cancelled instead of running on for nobody.
+for it is cancelled instead of running on for nobody. The inbox holds at most
+:data:`MAX_PENDING_FRAMES` frames and ``[server] max_body_bytes`` bytes waiting: a frame past
+either is answered with an error frame and dropped, so a client cannot queue memory without end.
 
 Each ``response.create`` gets its own request log line (the socket has one too): the response's
 status (``completed``, ``incomplete``, ``failed``), an error frame's status, or ``cancelled`` with
@@ -25,7 +27,6 @@ from kvgate.core.http.body import BodyLimits, parse_off_loop
 from kvgate.core.http.client_gone import unless_gone_first
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
 from kvgate.core.http.request_hints import apply_hints
-from kvgate.core.http.request_log import log_websocket_request
 from kvgate.core.http.routing import json_text
 from kvgate.core.tenants import tenant_of
 from kvgate.core.types import Usage
@@ -34,7 +35,17 @@ from kvgate.adapters.responses.run import HEARTBEAT, begin, new_run, parse_call
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
 
 log = logging.getLogger("kvgate.responses")
+request_log = logging.getLogger("kvgate.requests")  # beside the HTTP request lines
 GONE = (WebSocketDisconnect, OSError)  # uvicorn raises ClientDisconnected (an OSError) on a send
+MAX_PENDING_FRAMES = 8
+
+
+def log_websocket_request(path: str, name: str, outcome: str, seconds: float, detail: str = "",
+                          failed: bool = False) -> None:
+    """The line of one request carried by a WebSocket (``name``: the frame type), like an HTTP
+    request's: ``outcome`` is a status word or code, ``detail`` what else there is to say."""
+    request_log.log(logging.WARNING if failed else logging.INFO, "WEBSOCKET %s %s %s %.3fs%s", path, name, outcome,
+                    seconds, f" {detail}" if detail else "")
 
 
 def error_frame(exc: KvgateError) -> dict[str, Any]:
@@ -53,6 +64,7 @@ class Connection:
         self.left_at: Optional[float] = None  # time.monotonic() when the client went away
         self.response: Optional[dict[str, Any]] = None  # the Response object of the request being answered
         self.limits = BodyLimits.of(ctx.config.server)
+        self.pending_bytes = 0  # of the frames waiting in the inbox
 
     async def send(self, frame: dict[str, Any]) -> None:
         await self.socket.send_text(json_text(frame))
@@ -60,7 +72,15 @@ class Connection:
     async def _read_frames(self) -> None:
         try:
             while True:
-                await self.inbox.put(await self.socket.receive_text())
+                text = await self.socket.receive_text()
+                if self.inbox.qsize() >= MAX_PENDING_FRAMES or self.pending_bytes + len(text) > self.limits.max_bytes:
+                    await self.send(error_frame(InvalidRequest(
+                        f"Too many frames waiting on this socket (at most {MAX_PENDING_FRAMES}, "
+                        f"{self.limits.max_bytes} bytes); this one was dropped: wait for a response before "
+                        "sending more.", code="too_many_pending_requests")))
+                    continue
+                self.pending_bytes += len(text)
+                await self.inbox.put(text)
         except Exception:  # a disconnect, or a frame that cannot be read as text: the socket is done
             self.left_at = time.monotonic()
             self.gone.set()
@@ -70,6 +90,7 @@ class Connection:
         reader = asyncio.create_task(self._read_frames())
         try:
             while (text := await self.inbox.get()) is not None:
+                self.pending_bytes -= len(text)
                 if not await self._run_unless_gone(self._answer(text)):
                     return
         finally:

@@ -27,8 +27,8 @@ from kvgate.core.loading.model_loading import load_runtime, on_passing_thread
 from kvgate.core.pipeline.pipeline import Pipeline
 from kvgate.core.plugins import build_plugin_manager, collect
 from kvgate.core.observe.progress import BOARD
-from kvgate.core.http.request_log import RequestLogMiddleware
 from kvgate.core.request_trace import build_observers
+from kvgate.core.asgi_wrapper import build_asgi_wrappers
 from kvgate.core.server import ServerContext
 from kvgate.core.tokenizer.service import TokenizerService
 from kvgate.core.tokenizer_cache import tokenizer_cache_factory
@@ -160,6 +160,7 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
     bind_plugin_sections(config, pm)
     ctx = on_passing_thread(lambda: build_context(config, pm))  # the model loads off the main thread
     ctx.pipeline.observers = build_observers(ctx, pm)
+    wrappers = build_asgi_wrappers(ctx, pm)
     handlers = operations_routes(ctx)
     adapters = collect(pm, "register_adapters", "adapter")
     for name in adapters.names():
@@ -184,7 +185,7 @@ def create_app(config: Optional[Config] = None, pm: Optional[pluggy.PluginManage
 
     app = Litestar(route_handlers=handlers, exception_handlers={HTTPException: _not_found},
                    on_startup=[startup], on_shutdown=[shutdown],
-                   middleware=[RequestLogMiddleware] if config.server.log_requests else [],
+                   middleware=wrappers,  # register_asgi_wrappers, the first outermost
                    request_max_body_size=config.server.max_body_bytes + 1024 * 1024,  # ours refuses first
                    openapi_config=OpenAPIConfig(title="kvgate", version="1", openapi_router=protocol_router(
                        "/schema", [], openai_error_body, api_key=ctx.api_key)))  # behind the key too

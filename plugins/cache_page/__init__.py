@@ -6,6 +6,8 @@
 - ``GET /v1/cache/overview?limit=N``: the page's data (:mod:`.overview`), behind the API key like
   every other data route, refused in the OpenAI error shape. The page polls it every two seconds,
   and on a 401 asks for the key, kept in the tab's session storage and sent as a Bearer token.
+
+The recent requests it lists are kept by its own request observer (:mod:`.recent_requests`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kvgate.core.hookspecs import hookimpl
 from kvgate.core.http.routing import api_key_from_headers, openai_error_body, protocol_router
 from kvgate.core.tenants import tenant_of
 from kvgate.plugins.cache_page.overview import DEFAULT_LIMIT, MAX_LIMIT, model_facts, overview
+from kvgate.plugins.cache_page.recent_requests import recent_requests_of
 
 STATIC_FILES = {"index.html": "text/html", "page.js": "text/javascript", "page.css": "text/css"}  # + utf-8
 PAGE_HEADERS = {"Cache-Control": "no-cache", "Content-Security-Policy":
@@ -81,3 +84,8 @@ def build_routes(ctx) -> list:
 @hookimpl
 def register_adapters(register):
     register("cache_page", build_routes)
+
+
+@hookimpl
+def register_request_observers(register):
+    register("cache_page", recent_requests_of)

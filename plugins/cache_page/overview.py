@@ -4,7 +4,7 @@
   dtype, device, dialect and context;
 - ``tiers``: each cache tier's bytes, capacity and entries (the tier's own ``stats()``), and for
   operators the requests looked up in it and served from it;
-- ``requests``: the most recent finished requests (``Pipeline.recent_requests``), newest first;
+- ``requests``: the most recent finished requests (:mod:`.recent_requests`), newest first;
 - ``almost_hits``: lookups that forked late inside a stored sequence, with the text on either side;
 - ``progress``: long operations in flight (a long prompt's cold prefill, an SSD restore) with their
   done and total (:mod:`kvgate.core.observe.progress`, as ``/health`` lists them).
@@ -23,7 +23,7 @@ from typing import Any, Optional
 from kvgate.core.loading.model_runtimes import choose_runtime, collect_runtimes
 from kvgate.core.loading.model_sources import default_model_path, read_model_source
 from kvgate.core.observe.progress import BOARD
-from kvgate.core.observe.recent_requests import RequestSummary
+from kvgate.plugins.cache_page.recent_requests import RequestSummary, recent_requests_of
 from kvgate.core.tenants import Tenant
 from kvgate.core.types import Usage
 from kvgate.plugins.cache_routes import cache_manager, scoped
@@ -106,7 +106,7 @@ def tier_counters(ctx, tier: str) -> dict[str, Optional[int]]:
 
 def request_rows(ctx, tenant: Tenant, exact: bool, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` requests ``tenant`` may see, newest first."""
-    mine = [r for r in ctx.pipeline.recent_requests.recent() if tenant.admin or r.tenant == tenant.name]
+    mine = [r for r in recent_requests_of(ctx).recent() if tenant.admin or r.tenant == tenant.name]
     return [request_row(ctx, summary, exact) for summary in reversed(mine[-limit:])]
 
 

@@ -1,10 +1,10 @@
-"""The most recent finished requests, kept in memory (``Pipeline.recent_requests``).
+"""The most recent finished requests, kept in memory by the cache page (a request observer).
 
 One :class:`RequestSummary` per finished generation or warm-up: whose it was (tenant), where its
 prompt's state came from (device, SSD, computed), its time to first token and decode rate. The
 counts are exact; a reader that shows them to a tenant who may not see exact cache counters rounds
-them first (see ``Pipeline.reported`` and :meth:`kvgate.core.tenant_policy.TenantPolicy.operators`). Read by
-the cache page (:mod:`kvgate.plugins.cache_page`).
+them first (see ``Pipeline.reported`` and :meth:`kvgate.core.tenant_policy.TenantPolicy.operators`).
+Each server's list is found from its pipeline (:func:`recent_requests_of`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import collections
 import itertools
 import threading
 import time
+import weakref
 from typing import Optional
 
 import attrs
+
+from kvgate.core.request_trace import RequestTrace
 
 KEEP = 200
 
@@ -43,13 +46,6 @@ class RequestSummary:
         return max(self.prompt_tokens - self.cached_device - self.cached_ssd, 0)
 
 
-def decode_rate(tokens: int, first_token_at: Optional[float], last_token_at: Optional[float]) -> Optional[float]:
-    """Tokens per second after the first token (None with fewer than two tokens)."""
-    if tokens < 2 or first_token_at is None or last_token_at is None or last_token_at <= first_token_at:
-        return None
-    return (tokens - 1) / (last_token_at - first_token_at)
-
-
 class RecentRequests:
     """The last ``keep`` summaries, oldest first; safe to use from any thread."""
 
@@ -67,6 +63,21 @@ class RecentRequests:
             self.items.append(summary)
         return summary
 
+    def request_finished(self, trace: RequestTrace) -> None:
+        self.add(trace.tenant, trace.namespace, trace.finish_reason, trace.prompt_tokens, trace.cached_device,
+                 trace.cached_ssd, trace.completion_tokens, trace.ttft_s, trace.decode_tokens_per_s)
+
     def recent(self) -> list[RequestSummary]:
         with self.lock:
             return list(self.items)
+
+
+# one list per served pipeline: the observer and the page's routes are built apart, from one ctx
+LISTS: "weakref.WeakKeyDictionary[object, RecentRequests]" = weakref.WeakKeyDictionary()
+LISTS_LOCK = threading.Lock()
+
+
+def recent_requests_of(ctx) -> RecentRequests:
+    """The recent requests of ``ctx``'s server (an empty list until its observer sees one)."""
+    with LISTS_LOCK:
+        return LISTS.setdefault(ctx.pipeline, RecentRequests())

@@ -218,3 +218,23 @@ def test_each_response_on_a_socket_gets_its_own_log_line(server):
     assert server.wait_for_log("WEBSOCKET /v1/responses response.create 400 "), server.log()[-2000:]
     line = [l for l in server.log().splitlines() if "response.create 400" in l][-1]
     assert "previous_response_not_found" in line and "WARNING" in line
+
+
+def test_frames_past_the_pending_limit_are_refused_and_the_socket_stays_usable(server):
+    from kvgate.adapters.responses.ws_connection import MAX_PENDING_FRAMES
+
+    flood = MAX_PENDING_FRAMES + 6
+    with connect(ws_url(server)) as socket:
+        socket.send(json.dumps({"type": "response.create", **SHORT, "max_output_tokens": 200, "input": "Tell a story."}))
+        for index in range(flood):  # sent while the first one runs
+            socket.send(json.dumps({"type": "response.create", **SHORT, "input": f"queued {index}"}))
+        terminal, refused = 0, 0
+        while terminal + refused < flood + 1:
+            frame = json.loads(socket.recv(timeout=120))
+            if frame["type"] == "error":
+                assert frame["error"]["code"] == "too_many_pending_requests", frame
+                refused += 1
+            elif frame["type"] in ("response.completed", "response.incomplete"):
+                terminal += 1
+        assert refused >= flood - MAX_PENDING_FRAMES and terminal == flood + 1 - refused
+        check_event_stream(create(socket, **SHORT, input="Still there?"))

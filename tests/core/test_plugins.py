@@ -12,7 +12,7 @@ REGISTRY_HOOKS = [
     "register_adapters", "register_services", "register_dialects", "register_chat_formats", "register_model_runtimes",
     "register_cache_tiers", "register_grammar_backends", "register_generation_guards",
     "register_model_formats", "register_default_models",
-    "register_config_sections", "register_request_observers", "register_drafters",
+    "register_config_sections", "register_request_observers", "register_asgi_wrappers", "register_drafters",
     "register_tokenizer_caches", "register_tenant_policies", "register_schema_preparers",
 ]
 

@@ -98,7 +98,9 @@ def test_a_cold_request_and_a_cached_follow_up_are_traced_with_their_cache_figur
 
 
 def test_no_observer_is_built_when_the_section_is_absent(tmp_path):
-    pm = build_plugin_manager()  # the installed plugins: otel_traces among them, off by default
+    # the installed plugins, otel_traces among them (off by default), less the cache page: its list of
+    # recent requests is kept by a request observer of its own
+    pm = build_plugin_manager(disabled=["cache_page"])
     assert "otel_traces" in dict(pm.list_name_plugin())
     with AppServer(config_from_dict({"state_dir": str(tmp_path)}), pm) as server:
         assert server.app.state.ctx.pipeline.observers == []  # so no request records a trace

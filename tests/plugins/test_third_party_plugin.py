@@ -5,7 +5,8 @@ It brings its own model format (a ``.thirdparty`` file naming a GGUF), the defau
 embedded one is disabled), a runtime that loads its format, a dialect (a renamed ChatML-JSON), a
 chat format, a grammar backend (the installed one, counted), a schema preparer (the installed one,
 noting each request it prepares), a generation guard, a config section its guard reads, an adapter
-route, a service beside the server, a request observer and a command.
+route, a service beside the server, a request observer, an ASGI wrapper (a response header of its
+own) and a command.
 Each is shown to be used: the request is answered through them, not around them.
 """
 
@@ -189,6 +190,20 @@ class ThirdParty:
         register("thirdparty_observer", lambda ctx: Observer())
 
     @hookimpl
+    def register_asgi_wrappers(self, register):
+        def wrap(app):
+            async def wrapped(scope, receive, send):
+                async def send_marked(message):
+                    if message["type"] == "http.response.start":
+                        headers = [*message.get("headers", []), (b"x-thirdparty", b"wrapped")]
+                        message = {**message, "headers": headers}
+                    await send(message)
+                self.seen["wrapped"].append(scope.get("path"))
+                await app(scope, receive, send_marked)
+            return wrapped
+        register("thirdparty_wrapper", lambda ctx: wrap)
+
+    @hookimpl
     def register_commands(self, cli):
         @cli.command("thirdparty-hello")
         def hello():
@@ -200,7 +215,8 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("thirdparty")
     model_file = folder / "model.thirdparty"
     model_file.write_text(embedded_gguf_path())
-    seen = {"renders": 0, "backends": 0, "prepared": 0, "guards": [], "traces": [], "service": [], "loaded": None}
+    seen = {"renders": 0, "backends": 0, "prepared": 0, "guards": [], "traces": [], "service": [], "loaded": None,
+            "wrapped": []}
     pm = build_plugin_manager(disabled=["embedded_model"], extra_plugins=[("thirdparty", ThirdParty(model_file, seen))])
     config = config_from_dict({"state_dir": str(folder / "state"),
                                "model": {"dialect": "thirdparty_json", "chat_format": "thirdparty_format"},
@@ -239,7 +255,20 @@ def test_a_request_runs_through_its_format_guard_and_observer(served):
     while len(seen["traces"]) == traces and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(seen["traces"]) == traces + 1
-    assert seen["traces"][-1].completion_tokens == generated
+    assert seen["traces"][-1].completion_tokens == generated == len(seen["traces"][-1].output)
+    assert len(seen["traces"][-1].prompt) == reply["usage"]["prompt_tokens"] and seen["traces"][-1].namespace
+
+
+def test_every_request_passes_through_its_asgi_wrapper(served):
+    server, seen = served
+    reply = httpx.get(server.base_url + "/thirdparty/model", timeout=30)
+    assert reply.headers["x-thirdparty"] == "wrapped" and seen["wrapped"][-1] == "/thirdparty/model"
+    assert chat_reply_headers(server)["x-thirdparty"] == "wrapped"
+
+
+def chat_reply_headers(server) -> httpx.Headers:
+    body = {"model": "smollm2", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
+    return httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300).headers
 
 
 def test_a_required_tool_call_is_fenced_by_the_plugins_grammar_backend(served):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvgate.core.http.routing import sse_event
-from kvgate.core.http.request_outcome import MAX_REASON_CHARS, error_reason, stream_error_reason
+from kvgate.plugins.request_log.request_outcome import MAX_REASON_CHARS, error_reason, stream_error_reason
 
 
 def test_error_bodies_of_every_protocol():
