@@ -8,11 +8,9 @@ each distinct layer shape in turn (:class:`ShapedKVPool`), the raw bytes of ``[l
 
 from __future__ import annotations
 
-from typing import Sequence
 
 import torch
 
-from kvgate.core.runtime import Session
 from kvgate.models.gemma4.arch import ARCHITECTURES, Gemma4Arch
 from kvgate.models.gemma4.forward import Gemma4Forward
 from kvgate.models.gemma4.pool import ShapedKVPool
@@ -45,22 +43,9 @@ class Gemma4Runtime(LlamaRuntime):
         shapes = " ".join(f"{s.shape[0]}x{s.shape[3]}x{s.shape[4]}" for s in self.pool.storages)
         return f"{self.STATE_NAME} {dtype} {shapes}"
 
-    @torch.inference_mode()
-    def import_state(self, session: Session, tokens: Sequence[int], data: bytes) -> None:
-        """Append ``tokens`` with their K/V ``data`` (from :meth:`export_state`)."""
-        count = len(tokens)
-        expected = count * self.state_bytes_per_token()
-        if len(data) != expected:
-            raise ValueError(f"state of {count} tokens must be {expected} bytes, got {len(data)}")
-        if count == 0:
-            return
-        self._token_tensor(tokens)
-        self._check_room(session, count)
-        start = session.length
-        self._reserve([session], count)
-        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        self.pool.write(self.pool.slots(session.block_table, start, start + count), raw)
-        session.tokens.extend(int(t) for t in tokens)
+    def _imported_state(self, raw: torch.Tensor, count: int) -> torch.Tensor:
+        """The shaped pool writes exported bytes as they are (:class:`ShapedKVPool`)."""
+        return raw
 
 
 GEMMA4 = Family("Gemma 4", set(ARCHITECTURES), Gemma4Arch.from_hf_config, Gemma4Runtime, read_weights)

@@ -248,10 +248,14 @@ class LlamaRuntime(BlockTables, ModelRuntime):
             return
         self._token_tensor(tokens)
         self._check_room(session, count)
-        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(self.dtype)
-        pool = self.pool
-        kv = raw.view(pool.layers, pool.parts, count, pool.kv_heads, pool.head_dim).to(self.device)
+        kv = self._imported_state(torch.frombuffer(bytearray(data), dtype=torch.uint8), count)
         start = session.length
         self._reserve([session], count)
         self.pool.write(self.pool.slots(session.block_table, start, start + count), kv)
         session.tokens.extend(int(t) for t in tokens)
+
+    def _imported_state(self, raw: torch.Tensor, count: int) -> torch.Tensor:
+        """What the pool writes for ``count`` tokens' exported bytes ``raw`` (uint8); a family whose
+        pool takes another form overrides this."""
+        pool = self.pool
+        return raw.view(self.dtype).view(pool.layers, pool.parts, count, pool.kv_heads, pool.head_dim).to(self.device)
