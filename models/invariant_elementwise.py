@@ -17,6 +17,7 @@ BLOCK = 64  # elements: a multiple of every vector block measured (AVX-512 fp32,
 
 
 def invariant(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    flat = x.reshape(-1)
-    count = flat.shape[0]
-    return fn(F.pad(flat, (0, -count % BLOCK)))[:count].view(x.shape)
+    count = x.numel()
+    if count % BLOCK == 0 and x.is_contiguous():  # whole blocks already (a strided view takes another path)
+        return fn(x)
+    return fn(F.pad(x.reshape(-1), (0, -count % BLOCK)))[:count].view(x.shape)

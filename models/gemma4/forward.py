@@ -21,22 +21,12 @@ from kvgate.models.gemma4.moe import moe_block
 from kvgate.models.gemma4.pool import ShapedKVPool
 from kvgate.models.gemma4.rotary import Rotaries
 from kvgate.models.gemma4.weights import Gemma4Layer, Gemma4Weights
+from kvgate.models.invariant_elementwise import invariant
 from kvgate.models.invariant_linear import invariant_linear
 from kvgate.models.rope import apply_rotary
 
 Context = Union[torch.Tensor, slice]
-ROW_ALIGN = 64
 ACTIVATIONS = {"gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "silu": F.silu}
-
-
-def aligned_rows(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """An elementwise ``function`` (tanh, GELU) of x [..., width] with each row padded to whole vectors:
-    a vectorised kernel computes a row's tail elements another way (differently rounded), and where
-    the tail falls depends on the row count, which the deterministic mode must not see."""
-    width = x.shape[-1]
-    if width % ROW_ALIGN == 0:
-        return function(x)
-    return function(F.pad(x, (0, -width % ROW_ALIGN)))[..., :width]
 
 
 class Gemma4Forward:
@@ -45,7 +35,7 @@ class Gemma4Forward:
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
         self.deterministic = deterministic
         activation = ACTIVATIONS[arch.activation]
-        self.act = lambda x: aligned_rows(activation, x)
+        self.act = lambda x: invariant(activation, x)  # every element on the vector path, whatever the rows
         self.dtype = weights.embed.dtype
         cached = [i for i in range(arch.layers) if arch.cached(i)]
         self.pool_index = {layer: cached.index(arch.kv_sources[layer]) for layer in range(arch.layers)}
@@ -102,7 +92,7 @@ class Gemma4Forward:
         cap = self.arch.final_softcap
         if cap is None:
             return logits
-        return aligned_rows(lambda t: torch.tanh(t / cap) * cap, logits)
+        return invariant(lambda t: torch.tanh(t / cap) * cap, logits)
 
     def _attention_by_type(self, positions: torch.Tensor, padding: Optional[torch.Tensor] = None) -> dict:
         arch = self.arch

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import jsonschema
 import pytest
 import torch
 
 from tests.harness import ServerProcess
+from tests.models.served import post
 
 pytestmark = pytest.mark.slow
 
@@ -84,12 +84,6 @@ def write_checkpoint(directory, model_type: str):
     template = {} if model_type in CHAT_FORMATS else {"chat_template": TEMPLATE}  # else the chat format renders
     (directory / "tokenizer_config.json").write_text(json.dumps({**template, "eos_token": eos}))
     return directory
-
-
-def post(server, path: str, body: dict) -> dict:
-    reply = httpx.post(server.base_url + path, json=body, timeout=120)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
 
 
 def chat_calls(server, model_type: str, messages: list) -> tuple[list, dict]:

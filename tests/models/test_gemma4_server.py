@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 import torch
 
 from tests.harness import ServerProcess
+from tests.models.served import ask_greedy, transformers_answer
 from tests.models.test_families_server import ASK, anthropic_calls, assert_valid, chat_calls, responses_calls
 from tests.models.tiny_gemma4 import BASE, CONFIGS, randomise
 
@@ -50,26 +50,6 @@ def write_checkpoint(directory):
     return model, tokenizer, eos
 
 
-def post(server, path: str, body: dict) -> dict:
-    reply = httpx.post(server.base_url + path, json=body, timeout=120)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-def transformers_answer(model, tokenizer, eos: int, prompt: list[int]) -> str:
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=eos,
-                             pad_token_id=eos)[0, len(prompt):].tolist()
-    return tokenizer.decode([t for t in out if t != eos], skip_special_tokens=False)
-
-
-def ask(server, messages: list) -> tuple[dict, list[int]]:
-    prompt = post(server, "/v1/tokenize", {"messages": messages, "add_generation_prompt": True})["tokens"]
-    reply = post(server, "/v1/chat/completions", {"model": NAME, "messages": messages, "max_tokens": MAX_TOKENS,
-                                                  "temperature": 0})
-    return reply, prompt
-
-
 def test_greedy_equals_transformers_a_fenced_call_validates_and_a_restart_serves_from_ssd(tmp_path):
     model, tokenizer, eos = write_checkpoint(tmp_path / "model")
     settings = {"model": {"path": str(tmp_path / "model"), "name": NAME, "dtype": "fp32", "max_context": 1024},
@@ -78,15 +58,15 @@ def test_greedy_equals_transformers_a_fenced_call_validates_and_a_restart_serves
     first = [{"role": "user", "content": text + " Write a haiku about it."}]
     state = tmp_path / "state"
     with ServerProcess(tmp_path / "server", settings=settings, state_dir=state) as server:
-        reply, prompt = ask(server, first)
+        reply, prompt = ask_greedy(server, NAME, first, MAX_TOKENS)
         answer = reply["choices"][0]["message"]["content"]
         assert reply["usage"]["completion_tokens"] > 3 and answer
         assert prompt[:3] == tokenizer.encode("<|turn>user\n").ids[:3]  # the gemma4 chat format
-        assert answer == transformers_answer(model, tokenizer, eos, prompt)
+        assert answer == transformers_answer(model, tokenizer, eos, prompt, MAX_TOKENS)
         second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "Shorter, please."}]
-        again, longer = ask(server, second)
+        again, longer = ask_greedy(server, NAME, second, MAX_TOKENS)
         assert len(prompt) > 64 and longer[:len(prompt) - 3] == prompt[:len(prompt) - 3]
-        expected = transformers_answer(model, tokenizer, eos, longer)
+        expected = transformers_answer(model, tokenizer, eos, longer, MAX_TOKENS)
         assert again["choices"][0]["message"]["content"] == expected
         assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, again["usage"]
         required, _ = chat_calls(server, "gemma4", ASK)
@@ -96,6 +76,6 @@ def test_greedy_equals_transformers_a_fenced_call_validates_and_a_restart_serves
     for made in (required, anthropic, responses):
         assert_valid(made)
     with ServerProcess(tmp_path / "restarted", settings=settings, state_dir=state) as server:
-        restored, _ = ask(server, second)  # the state comes back from the SSD tier's chunks
+        restored, _ = ask_greedy(server, NAME, second, MAX_TOKENS)  # the state comes back from the SSD tier's chunks
     assert restored["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, restored["usage"]
     assert restored["choices"][0]["message"]["content"] == expected

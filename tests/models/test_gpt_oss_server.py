@@ -9,36 +9,15 @@ itself selects ``harmony`` (tested with that dialect's own module).
 
 from __future__ import annotations
 
-import httpx
 import pytest
-import torch
 
 from tests.harness import ServerProcess
+from tests.models.served import ask_greedy, transformers_answer
 from tests.models.tiny_gpt_oss import write_tiny_gpt_oss
 
 pytestmark = pytest.mark.slow
 
 MAX_TOKENS = 12
-
-
-def post(server, path: str, body: dict) -> dict:
-    reply = httpx.post(server.base_url + path, json=body, timeout=120)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-def transformers_answer(model, tokenizer, eos: int, prompt: list[int]) -> str:
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=eos,
-                             pad_token_id=eos)[0, len(prompt):].tolist()
-    return tokenizer.decode([t for t in out if t != eos], skip_special_tokens=False)
-
-
-def ask(server, messages: list) -> tuple[dict, list[int]]:
-    prompt = post(server, "/v1/tokenize", {"messages": messages, "add_generation_prompt": True})["tokens"]
-    reply = post(server, "/v1/chat/completions", {"model": "tiny-gpt-oss", "messages": messages,
-                                                  "max_tokens": MAX_TOKENS, "temperature": 0})
-    return reply, prompt
 
 
 def test_greedy_answers_equal_transformers_and_the_next_turn_comes_from_ssd_after_a_restart(tmp_path):
@@ -53,19 +32,19 @@ def test_greedy_answers_equal_transformers_and_the_next_turn_comes_from_ssd_afte
     first = [{"role": "user", "content": text + " Write a haiku about it."}]
     state = tmp_path / "state"
     with ServerProcess(tmp_path / "server", settings=settings, state_dir=state) as server:
-        reply, prompt = ask(server, first)
+        reply, prompt = ask_greedy(server, "tiny-gpt-oss", first, MAX_TOKENS)
         answer = reply["choices"][0]["message"]["content"]
         assert reply["usage"]["completion_tokens"] > 3 and answer
-        assert answer == transformers_answer(model, tokenizer, eos, prompt)
+        assert answer == transformers_answer(model, tokenizer, eos, prompt, MAX_TOKENS)
         second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "Shorter, please."}]
-        again, longer = ask(server, second)
+        again, longer = ask_greedy(server, "tiny-gpt-oss", second, MAX_TOKENS)
         assert len(prompt) > 64 and longer[:len(prompt)] == prompt
-        expected = transformers_answer(model, tokenizer, eos, longer)
+        expected = transformers_answer(model, tokenizer, eos, longer, MAX_TOKENS)
         assert again["choices"][0]["message"]["content"] == expected
         assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(prompt) - 1, again["usage"]
         log = server.log()
     assert "with the gpt_oss runtime" in log and "dialect chatml_json" in log
     with ServerProcess(tmp_path / "restarted", settings=settings, state_dir=state) as server:
-        restored, _ = ask(server, second)  # the state comes back from the SSD tier's chunks
+        restored, _ = ask_greedy(server, "tiny-gpt-oss", second, MAX_TOKENS)  # the state comes back from the SSD tier's chunks
     assert restored["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, restored["usage"]
     assert restored["choices"][0]["message"]["content"] == expected

@@ -20,11 +20,11 @@ import json
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 import torch
 
 from tests.harness import ServerProcess
+from tests.models.served import post
 from tests.models.test_families_server import ASK, PARAMETERS, TOOL, assert_valid
 from tests.models.tiny_minimax_m2 import minimax_config, randomise
 
@@ -63,12 +63,6 @@ def checkpoint(tmp_path_factory):
 def settings(directory) -> dict:
     return {"model": {"path": str(directory), "name": "tiny-minimax_m2", "dtype": "fp32", "max_context": 1024},
             "cache": {"chunk_tokens": 64}}
-
-
-def post(server, path: str, body: dict) -> dict:
-    reply = httpx.post(server.base_url + path, json=body, timeout=120)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
 
 
 def required_calls(server, protocol: str, messages: list) -> tuple[list, dict]:

@@ -11,7 +11,8 @@ import pytest
 
 from tests.harness import ServerProcess
 from tests.models.mtp_engine_run import glm_with_mtp
-from tests.models.test_families_server import ASK, TOOL, post
+from tests.models.served import post
+from tests.models.test_families_server import ASK, TOOL
 
 pytestmark = pytest.mark.slow
 
