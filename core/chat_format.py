@@ -13,7 +13,7 @@ import json
 from typing import Any, Optional
 
 import attrs
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kvgate.core.dialect import Dialect
