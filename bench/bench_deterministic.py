@@ -5,7 +5,10 @@ split-invariant one. For each measure the two run interleaved, ``--repeats`` tim
 prints medians and the ratio deterministic / default (above 1 = slower):
 cold prefill at 512 / 2,048 / 8,000 tokens (one forward), a hit's append of 213 tokens onto 3,000,
 and decode at batch 1 and batch 8 (tokens per second, 32 steps, ~1,000 tokens of context each).
-Usage: python bench/bench_deterministic.py [--repeats 3] [--threads 2]
+``--model`` measures another runtime the same way: a Hugging Face directory (DeepSeek V3.2 and V4
+included; a tiny random one is written by ``--tiny deepseek_v32`` / ``--tiny deepseek_v4`` from the
+tests' checkpoints). Measures longer than the model's context are left out.
+Usage: python bench/bench_deterministic.py [--repeats 3] [--threads 2] [--model DIR | --tiny NAME]
 """
 
 from __future__ import annotations
@@ -28,14 +31,31 @@ from bench_hit_floor import timed_prefill  # noqa: E402
 from bench_runtime import wait_for_quiet  # noqa: E402
 
 
-def load(deterministic: bool, weights: str):
-    from kvgate.core.config import EngineConfig, ModelConfig
+def load(deterministic: bool, weights: str, model: str = ""):
+    from kvgate.core.config import Config, EngineConfig, ModelConfig
+    from kvgate.core.loading.model_loading import load_runtime as load_any
+    from kvgate.core.plugins import build_plugin_manager
     from kvgate.models.formats import resolve_source
     from kvgate.models.llama.loading import load_runtime
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
-    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192, weights=weights),
-                        EngineConfig(deterministic=deterministic), cache_dir)
+    engine = EngineConfig(deterministic=deterministic)
+    if model:  # the runtime that declares the directory's architecture, at its own context
+        config = Config(state_dir=cache_dir, model=ModelConfig(path=model, dtype="bf16", weights=weights), engine=engine)
+        return load_any(config, build_plugin_manager())
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192, weights=weights), engine,
+                        cache_dir)
+
+
+def tiny_checkpoint(name: str) -> str:
+    """A tiny random ``deepseek_v32`` or ``deepseek_v4`` directory, as the tests write it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    directory = Path(tempfile.mkdtemp(prefix=f"kvgate-bench-{name}-")) / name
+    if name == "deepseek_v4":
+        from tests.models.test_deepseek_v4_server import write_checkpoint
+        return str(write_checkpoint(directory))
+    from tests.models.test_families_server import write_checkpoint
+    return str(write_checkpoint(directory, name))
 
 
 def decode_rate(runtime, prompts: list[list[int]], steps: int = 32) -> float:
@@ -54,14 +74,23 @@ def decode_rate(runtime, prompts: list[list[int]], steps: int = 32) -> float:
             runtime.release(session)
 
 
-def measures(ids: list[int]) -> dict:
+def measures(ids: list[int], context: int) -> dict:
+    """The measures whose tokens fit ``context`` (decode over ~1,000 tokens, or half a shorter context)."""
+    decode_tokens = min(1000, context // 2)
+    needs = [512, 2048, 8000, 3213, decode_tokens, decode_tokens]
+    return {name: measure for need, (name, measure) in zip(needs, _measures(ids, decode_tokens).items())
+            if need <= context}
+
+
+def _measures(ids: list[int], decode_tokens: int) -> dict:
     return {
         "cold prefill 512 (s)": lambda rt: timed_prefill(rt, ids[:512], 0),
         "cold prefill 2,048 (s)": lambda rt: timed_prefill(rt, ids[:2048], 0),
         "cold prefill 8,000 (s)": lambda rt: timed_prefill(rt, ids[:8000], 0),
         "hit append 213 onto 3,000 (s)": lambda rt: timed_prefill(rt, ids[:3213], 3000),
-        "decode batch-1 (tok/s)": lambda rt: decode_rate(rt, [ids[:1000]]),
-        "decode batch-8 (tok/s)": lambda rt: decode_rate(rt, [ids[i * 7:i * 7 + 1000 - 37 * i] for i in range(8)]),
+        "decode batch-1 (tok/s)": lambda rt: decode_rate(rt, [ids[:decode_tokens]]),
+        "decode batch-8 (tok/s)": lambda rt: decode_rate(rt, [ids[i * 7:i * 7 + decode_tokens - 37 * i]
+                                                              for i in range(8)]),
     }
 
 
@@ -70,16 +99,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--weights", default="auto", help="[model] weights of both runtimes")
+    parser.add_argument("--model", default="", help="a Hugging Face directory (default: the embedded SmolLM2)")
+    parser.add_argument("--tiny", choices=["deepseek_v32", "deepseek_v4"], help="a tiny random checkpoint instead")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    runtimes = {"default": load(False, args.weights), "deterministic": load(True, args.weights)}
+    model = tiny_checkpoint(args.tiny) if args.tiny else args.model
+    runtimes = {"default": load(False, args.weights, model), "deterministic": load(True, args.weights, model)}
     rng = random.Random(0)
     ids = [rng.randrange(100, runtimes["default"].info.vocab_size) for _ in range(8000)]
     for runtime in runtimes.values():
         timed_prefill(runtime, ids[:512], 256)  # warm-up
-    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {args.threads} threads, median of {args.repeats}")
+    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {args.threads} threads, median of {args.repeats}, "
+          f"{runtimes['default'].info.architecture if model else 'SmolLM2-135M'}")
     print("| measure | default | deterministic | deterministic / default |\n| --- | --- | --- | --- |")
-    for name, measure in measures(ids).items():
+    for name, measure in measures(ids, runtimes["default"].info.max_context).items():
         samples: dict[str, list[float]] = {mode: [] for mode in runtimes}
         for _ in range(args.repeats):
             for mode, runtime in runtimes.items():

@@ -38,11 +38,13 @@ QUERY_CHUNK = 128
 
 
 def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
-                    window: Optional[int] = None, sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
+                    window: Optional[int] = None, sinks: Optional[torch.Tensor] = None,
+                    visible: Optional[torch.Tensor] = None) -> torch.Tensor:
     """q [B, n, heads, dim] over k, v [B, keys, kv_heads, dim], key j at absolute position j;
     ``positions`` [B, n]: a query sees the keys at or before its position (and with ``window``, only
     the last ``window`` of them). ``sinks`` [heads]: a logit per query head that joins the softmax's
-    denominator only (gpt-oss). Returns q's shape and dtype."""
+    denominator only (gpt-oss). ``visible`` [B, n, keys]: instead, the keys each query sees (a sparse
+    selection). Returns q's shape and dtype."""
     n = q.shape[1]
     keys = min(k.shape[1], int(positions.max()) + 1)
     length = -(-keys // KEY_TILE) * KEY_TILE
@@ -51,14 +53,15 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions
     k_t = k_t.view(batch, kv_heads, -1, KEY_TILE, dim).transpose(-1, -2).contiguous()  # [B, kv, T, dim, TILE]
     v_t = v_t.view(batch, kv_heads, -1, KEY_TILE, dim)  # [B, kv, T, TILE, dim]
     if n <= QUERY_CHUNK:
-        return _attend(q, k_t, v_t, positions, window, sinks)
-    parts = [_attend(q[:, s:s + QUERY_CHUNK], k_t, v_t, positions[:, s:s + QUERY_CHUNK], window, sinks)
-             for s in range(0, n, QUERY_CHUNK)]
+        return _attend(q, k_t, v_t, positions, window, sinks, visible)
+    parts = [_attend(q[:, s:s + QUERY_CHUNK], k_t, v_t, positions[:, s:s + QUERY_CHUNK], window, sinks,
+                     None if visible is None else visible[:, s:s + QUERY_CHUNK]) for s in range(0, n, QUERY_CHUNK)]
     return torch.cat(parts, 1)
 
 
 def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: torch.Tensor,
-            window: Optional[int] = None, sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
+            window: Optional[int] = None, sinks: Optional[torch.Tensor] = None,
+            visible: Optional[torch.Tensor] = None) -> torch.Tensor:
     batch, n, heads, dim = q.shape
     kv_heads = k_t.shape[1]
     group = heads // kv_heads
@@ -69,11 +72,15 @@ def _attend(q: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, positions: to
     stacked = F.pad(stacked.float() * (1.0 / math.sqrt(dim)), (0, 0, 0, padded_rows - rows))
     row_positions = F.pad(positions.repeat_interleave(group, 1), (0, padded_rows - rows), value=-1)
     scores = stacked[:, :, None] @ k_t[:, :, :tiles]  # [B, kv, T, R, KEY_TILE]
-    first = 0 if window else max(int(positions.min()) + 1, 0) // KEY_TILE  # tiles before it are visible to all
+    first = 0 if window or visible is not None else max(int(positions.min()) + 1, 0) // KEY_TILE  # tiles before it are visible to all
     keys = torch.arange(first * KEY_TILE, tiles * KEY_TILE, device=q.device).view(-1, 1, KEY_TILE)
     hidden = keys[None, :] > row_positions[:, None, :, None]  # [B, T - first, R, KEY_TILE]
     if window:
         hidden |= keys[None, :] <= row_positions[:, None, :, None] - window
+    if visible is not None:  # a token's query heads share its selection; padding rows see nothing
+        shown = F.pad(visible[..., :tiles * KEY_TILE].repeat_interleave(group, 1),
+                      (0, tiles * KEY_TILE - min(visible.shape[-1], tiles * KEY_TILE), 0, padded_rows - rows))
+        hidden = ~shown.view(batch, padded_rows, tiles, KEY_TILE).transpose(1, 2)[:, first:]
     scores[:, :, first:].masked_fill_(hidden[:, None], float("-inf"))
     top = scores.amax(dim=(2, 4), keepdim=True)
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)

@@ -21,7 +21,9 @@ class DeepseekV32Runtime(DeepseekRuntime):
     STATE_NAME = "mla-latent-indexed/1"
 
     def invariant_arithmetic(self) -> bool:
-        return False  # the indexer's scores and sparse attention have no batch- and split-invariant path yet
+        """V3's, plus the indexer's scores, its top-k and the attention over the selection
+        (:class:`IndexedMlaForward`'s deterministic mode)."""
+        return True
 
     def new_pool(self, kv_pool_tokens: int) -> KVPool:
         return KVPool(self.arch.layers, 1, self.arch.cached_dim, self.block_size, kv_pool_tokens, self.dtype,
@@ -31,7 +33,8 @@ class DeepseekV32Runtime(DeepseekRuntime):
         arch = self.arch
         rotary = Rotary(arch.rope_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
                         initial_positions=min(self.info.max_context, 8192))
-        return IndexedMlaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype))
+        return IndexedMlaForward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+                                 self.deterministic)
 
     @property
     def state_format(self) -> str:

@@ -8,6 +8,9 @@ them). Softmax (scale ``head_dim ** -0.5``) runs over those logits plus the head
 share is dropped. The output's rope dims are rotated back by ``p``; heads then go through the
 grouped projection: ``o_groups`` blocks of heads, each by its own ``wo_a`` block to ``o_lora_rank``
 dims, concatenated into ``wo_b``.
+
+Each function takes the :class:`~.arithmetic.Arithmetic` to run with; in the deterministic mode
+attention is :func:`~.exact_attention.exact_attend`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kvgate.models.deepseek_v4.arithmetic import PLAIN, Arithmetic
 from kvgate.models.deepseek_v4.compressor import index_scores, select, visible_entries
+from kvgate.models.deepseek_v4.exact_attention import exact_attend
 from kvgate.models.deepseek_v4.rotary import rotate
 
 SCORE_ELEMENTS = 1 << 24  # attention logits held at once: a long prefill's queries go in blocks
@@ -26,16 +31,17 @@ def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return (F.rms_norm(x.float(), (x.shape[-1],), eps=eps) * weight).to(x.dtype)
 
 
-def queries(x: torch.Tensor, attention, arch, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
+def queries(x: torch.Tensor, attention, arch, cos, sin,
+            ops: Arithmetic = PLAIN) -> tuple[torch.Tensor, torch.Tensor]:
     """The rotated, normed queries [n, heads, head_dim] and the query residual [n, q_lora_rank]."""
-    residual = norm(F.linear(x, attention.q_down), attention.q_norm, arch.rms_eps)
-    q = F.linear(residual, attention.q_up).view(-1, arch.heads, arch.head_dim)
+    residual = norm(ops.linear(x, attention.q_down), attention.q_norm, arch.rms_eps)
+    q = ops.linear(residual, attention.q_up).view(-1, arch.heads, arch.head_dim)
     q = F.rms_norm(q.float(), (arch.head_dim,), eps=arch.rms_eps).to(x.dtype)
     return rotate(q, cos, sin), residual
 
 
-def key_values(x: torch.Tensor, attention, arch, cos, sin) -> torch.Tensor:
-    return rotate(norm(F.linear(x, attention.kv), attention.kv_norm, arch.rms_eps), cos, sin)
+def key_values(x: torch.Tensor, attention, arch, cos, sin, ops: Arithmetic = PLAIN) -> torch.Tensor:
+    return rotate(norm(ops.linear(x, attention.kv), attention.kv_norm, arch.rms_eps), cos, sin)
 
 
 def window_keys(keys: torch.Tensor, positions: torch.Tensor, first_key: int,
@@ -65,15 +71,16 @@ def attend(q: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor, entries,
     return out
 
 
-def output(attended: torch.Tensor, attention, arch, cos, sin) -> torch.Tensor:
+def output(attended: torch.Tensor, attention, arch, cos, sin, ops: Arithmetic = PLAIN) -> torch.Tensor:
     """The layer output [n, hidden] of attended values [n, heads, head_dim] (rope undone first)."""
     out = rotate(attended, cos, -sin)
     grouped = out.reshape(out.shape[0], arch.o_groups, -1)
-    low = torch.einsum("ngi,gri->ngr", grouped, attention.o_a)
-    return F.linear(low.flatten(1), attention.o_b)
+    low = ops.einsum("ngi,gri->ngr", grouped, attention.o_a)
+    return ops.linear(low.flatten(1), attention.o_b)
 
 
-def segment_attention(q, positions, keys_of, entries, indexer_inputs, attention, arch, rate: int) -> torch.Tensor:
+def segment_attention(q, positions, keys_of, entries, indexer_inputs, attention, arch, rate: int,
+                      ops: Arithmetic = PLAIN) -> torch.Tensor:
     """Attention of one segment's queries ``q`` [n, heads, dim] at ``positions`` [n].
 
     ``keys_of(first, end)`` reads the window keys of positions [first, end); ``entries`` [E, dim] are
@@ -90,12 +97,15 @@ def segment_attention(q, positions, keys_of, entries, indexer_inputs, attention,
         first = max(0, int(at[0]) - arch.window + 1)
         keys, key_mask = window_keys(keys_of(first, int(at[-1]) + 1), at, first, arch.window)
         chosen, chosen_mask = None, None
-        if entries is not None and entries.shape[0]:
+        if entries is not None and (entries.shape[0] or ops.exact):  # exact: one path with or without entries
             chosen, chosen_mask = entries, visible_entries(at, entries.shape[0], rate)
             if indexer_inputs is not None:
                 index_q, head_weights, index_entries = indexer_inputs
-                scores = index_scores(index_q[rows], head_weights[rows], index_entries)
+                scores = index_scores(index_q[rows], head_weights[rows], index_entries, ops.exact)
                 picks, chosen_mask = select(scores, chosen_mask, arch.index_topk)
                 chosen = entries[picks]
-        out.append(attend(q[rows], keys, key_mask, chosen, chosen_mask, attention.sinks))
+        if ops.exact:
+            out.append(exact_attend(q[rows], keys, key_mask, chosen, chosen_mask, attention.sinks, arch.index_topk))
+        else:
+            out.append(attend(q[rows], keys, key_mask, chosen, chosen_mask, attention.sinks))
     return torch.cat(out)

@@ -21,14 +21,16 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.models.deepseek_v4.rotary import InterleavedRotary, rotate
+from kvgate.models.invariant_dots import invariant_dots, weighted_head_sum
 
 
 def compress(kv: torch.Tensor, gate: torch.Tensor, compressor, dims: int, overlap: bool, first_window: int,
              previous: Optional[tuple[torch.Tensor, torch.Tensor]], rotary: InterleavedRotary,
-             eps: float) -> torch.Tensor:
+             eps: float, exact: bool = False) -> torch.Tensor:
     """Entries [windows, dims] of the complete windows whose raw projections are ``kv``, ``gate``
     [windows * rate, width]; ``previous`` is the (kv, gate) [rate, width] of the window before
-    ``first_window`` (CSA, when there is one)."""
+    ``first_window`` (CSA, when there is one). ``exact``: a window's slots are added in order, so an
+    entry's bits do not depend on how many windows one call pools."""
     rate, width = compressor.bias.shape
     windows = kv.shape[0] // rate
     if windows == 0:
@@ -38,7 +40,8 @@ def compress(kv: torch.Tensor, gate: torch.Tensor, compressor, dims: int, overla
     if overlap:
         values, logits = _overlapping(values, logits, dims, previous, compressor.bias)
     weights = logits.softmax(dim=1, dtype=torch.float32).to(kv.dtype)
-    pooled = (values * weights).sum(1)
+    products = values * weights
+    pooled = sum(products.unbind(1)[1:], products[:, 0].float()).to(kv.dtype) if exact else products.sum(1)
     normed = (F.rms_norm(pooled.float(), (dims,), eps=eps) * compressor.norm).to(kv.dtype)
     positions = (torch.arange(windows, device=kv.device) + first_window) * rate
     return rotate(normed, *rotary.angles(positions))
@@ -61,8 +64,14 @@ def visible_entries(positions: torch.Tensor, entries: int, rate: int) -> torch.T
     return torch.arange(entries, device=positions.device)[None, :] < ((positions + 1) // rate)[:, None]
 
 
-def index_scores(queries: torch.Tensor, head_weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """Scores [n, entries] (fp32) of queries [n, heads, dim] against indexer entries [entries, dim]."""
+def index_scores(queries: torch.Tensor, head_weights: torch.Tensor, keys: torch.Tensor,
+                 exact: bool = False) -> torch.Tensor:
+    """Scores [n, entries] (fp32) of queries [n, heads, dim] against indexer entries [entries, dim];
+    ``exact``: each score's bits the same in any call (the deterministic mode)."""
+    if exact:
+        n, heads, dim = queries.shape
+        dots = invariant_dots(queries.reshape(n * heads, dim).float(), keys.float()).view(n, heads, -1)
+        return weighted_head_sum(dots.relu() * dim ** -0.5, head_weights.float())
     dots = torch.einsum("nhd,ed->nhe", queries.float(), keys.float()).relu() * queries.shape[-1] ** -0.5
     return (dots * head_weights.float()[:, :, None]).sum(1)
 

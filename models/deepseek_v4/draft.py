@@ -11,6 +11,10 @@ Per session (``Session.aux``) the head keeps the K=V vectors of the MTP position
 (the last window and a margin) and the main model's streams of the latest positions; forks and
 truncations cut both, and a position whose streams are gone (an imported chunk carries none) is
 left out: that only changes what is drafted, never the output.
+
+It runs with the main forward's :class:`~.arithmetic.Arithmetic`; in the deterministic mode its
+attention is :func:`~.exact_attention.exact_attend` over ``window`` slots, so a session drafts the
+same tokens whatever else the server runs.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch.nn.functional as F
 
 from kvgate.core.runtime import Session
 from kvgate.models.deepseek_v4.attention import attend, key_values, norm, output, queries
+from kvgate.models.deepseek_v4.exact_attention import exact_attend
 from kvgate.models.deepseek_v4.hyper import collapse_head, expand, mix
 from kvgate.models.deepseek_v4.moe import moe_mlp
 
@@ -58,14 +63,14 @@ class V4DraftHead:
         return session.aux[STATE]
 
     def block_input(self, streams: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        w, eps = self.weights, self.arch.rms_eps
+        w, eps, ops = self.weights, self.arch.rms_eps, self.forward.ops
         embedded = torch.where((positions == 0)[:, None], 0, w.embed[tokens])
-        token_part = F.linear(norm(embedded, w.enorm, eps), w.e_proj)[:, None]
-        return F.linear(norm(streams, w.hnorm, eps), w.h_proj) + token_part
+        token_part = ops.linear(norm(embedded, w.enorm, eps), w.e_proj)[:, None]
+        return ops.linear(norm(streams, w.hnorm, eps), w.h_proj) + token_part
 
     def _attention_input(self, streams: torch.Tensor):
         arch, block = self.arch, self.weights.block
-        x, post, comb = mix(streams, block.attn_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
+        x, post, comb = mix(streams, block.attn_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps, self.forward.ops)
         return norm(x, block.attn_norm, arch.rms_eps), post, comb
 
     def advance(self, session: Session, start: int, streams: torch.Tensor) -> None:
@@ -81,7 +86,8 @@ class V4DraftHead:
             positions = torch.arange(first, first + hidden.shape[0], device=device)
             tokens = torch.tensor(session.tokens[first + 1:first + 1 + hidden.shape[0]], device=device)
             x, _, _ = self._attention_input(self.block_input(hidden, tokens, positions))
-            kv = key_values(x, self.weights.block.attention, self.arch, *self.forward.main_rope.angles(positions))
+            kv = key_values(x, self.weights.block.attention, self.arch, *self.forward.main_rope.angles(positions),
+                            self.forward.ops)
             state.kv, state.positions = torch.cat([state.kv, kv]), torch.cat([state.positions, positions])
             keep = self.arch.window + MARGIN
             state.kv, state.positions = state.kv[-keep:].clone(), state.positions[-keep:].clone()
@@ -111,21 +117,28 @@ class V4DraftHead:
         return [int(logits.argmax()) for logits in self.draft_logits(session, token, count)]
 
     def _block(self, streams, position, past_kv, past_positions):
-        arch, block, w = self.arch, self.weights.block, self.weights
+        arch, block, w, ops = self.arch, self.weights.block, self.weights, self.forward.ops
         x, post, comb = self._attention_input(streams)
         cos, sin = self.forward.main_rope.angles(position)
-        q, _ = queries(x, block.attention, arch, cos, sin)
-        kv = key_values(x, block.attention, arch, cos, sin)
+        q, _ = queries(x, block.attention, arch, cos, sin, ops)
+        kv = key_values(x, block.attention, arch, cos, sin, ops)
         in_window = past_positions > position - arch.window
         keys = torch.cat([past_kv[in_window], kv])[None]
-        attended = attend(q, keys, torch.ones(keys.shape[:2], dtype=torch.bool, device=keys.device), None, None,
-                          block.attention.sinks)
-        streams = expand(streams, output(attended, block.attention, arch, cos, sin), post, comb)
-        x, post, comb = mix(streams, block.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
-        mlp = moe_mlp(norm(x, block.mlp_norm, arch.rms_eps), position, block.moe, arch)
+        attended = self._attend(q, keys, block.attention.sinks)
+        streams = expand(streams, output(attended, block.attention, arch, cos, sin, ops), post, comb)
+        x, post, comb = mix(streams, block.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps, ops)
+        mlp = moe_mlp(norm(x, block.mlp_norm, arch.rms_eps), position, block.moe, arch, ops)
         streams = expand(streams, mlp, post, comb)
-        hidden = collapse_head(streams, w.head_mixer, arch.hc_eps, arch.rms_eps)
-        return streams, kv, F.linear(norm(hidden, w.norm, arch.rms_eps), w.lm_head).float()[0]
+        hidden = collapse_head(streams, w.head_mixer, arch.hc_eps, arch.rms_eps, ops)
+        return streams, kv, ops.linear(norm(hidden, w.norm, arch.rms_eps), w.lm_head).float()[0]
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
+        """q [1, heads, dim] over all of ``keys`` [1, <= window, dim]."""
+        if not self.forward.ops.exact:
+            return attend(q, keys, torch.ones(keys.shape[:2], dtype=torch.bool, device=keys.device), None, None, sinks)
+        pad = self.arch.window - keys.shape[1]  # the window's slots, the missing ones first (as window_keys has them)
+        present = torch.arange(self.arch.window, device=keys.device)[None] >= pad
+        return exact_attend(q, F.pad(keys, (0, 0, pad, 0)), present, None, None, sinks, self.arch.index_topk)
 
     def state_bytes(self, session: Session) -> int:
         state = session.aux.get(STATE)

@@ -9,6 +9,9 @@ it; a compressed layer takes its tokens' raw projections into the session's raw 
 windows they complete into entries (:mod:`.advance`). A *replay* (:mod:`.replay`) runs tokens whose
 K=V vectors and entries are already stored, writing neither (the blocks may be shared), to rebuild
 the raw tail only.
+
+With ``deterministic`` every step runs with the invariant :class:`~.arithmetic.Arithmetic`: a row
+gets the same bits in a prefill, a chunk, a decode batch or a replay.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from typing import Callable, Optional, Sequence
 
 import attrs
 import torch
-import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted, Session
 from kvgate.models.deepseek_v4.advance import advance
+from kvgate.models.deepseek_v4.arithmetic import Arithmetic
 from kvgate.models.deepseek_v4.arch import CSA, SLIDING
 from kvgate.models.deepseek_v4.attention import key_values, norm, output, queries, segment_attention
 from kvgate.models.deepseek_v4.compressor import compress
@@ -42,8 +45,9 @@ class DeepseekV4Forward:
     keep_hidden = False  # keep the final residual streams of every row (an MTP head drafts from them)
     hidden: Optional[torch.Tensor] = None
 
-    def __init__(self, arch, weights, pool, layout, raw_layout):
+    def __init__(self, arch, weights, pool, layout, raw_layout, deterministic: bool = False):
         self.arch, self.weights, self.pool, self.layout, self.raw_layout = arch, weights, pool, layout, raw_layout
+        self.ops = Arithmetic(deterministic)
         device = weights.embed.device
         self.main_rope = InterleavedRotary(arch.rope_dim, arch.rope_theta, None, device)
         self.compress_rope = InterleavedRotary(arch.rope_dim, arch.compress_rope_theta, arch.rope_scaling, device)
@@ -57,7 +61,7 @@ class DeepseekV4Forward:
             interrupted: Optional[Callable[[], bool]] = None, replay: bool = False) -> torch.Tensor:
         """Logits [rows, vocab] (fp32) of every new row, or of each segment's last row (``replay``: of
         rows already stored, whose K=V vectors are not written again)."""
-        arch, device, offset = self.arch, ids.device, 0
+        arch, device, offset, ops = self.arch, ids.device, 0, self.ops
         for segment in segments:
             segment.rows, offset = slice(offset, offset + segment.count), offset + segment.count
         positions = torch.cat([torch.arange(s.start, s.start + s.count, device=device) for s in segments])
@@ -66,18 +70,19 @@ class DeepseekV4Forward:
         for index, layer in enumerate(self.weights.layers):
             if interrupted is not None and interrupted():
                 raise PrefillInterrupted(f"prefill of {len(ids)} tokens interrupted before layer {index}")
-            x, post, comb = mix(streams, layer.attn_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
+            x, post, comb = mix(streams, layer.attn_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps, ops)
             out = self._attention(norm(x, layer.attn_norm, arch.rms_eps), index, segments, positions,
                                   None if replay else slots)
             streams = expand(streams, out, post, comb)
-            x, post, comb = mix(streams, layer.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps)
-            streams = expand(streams, moe_mlp(norm(x, layer.mlp_norm, arch.rms_eps), ids, layer.moe, arch), post, comb)
+            x, post, comb = mix(streams, layer.mlp_mixer, arch.hc_iters, arch.hc_eps, arch.rms_eps, ops)
+            mlp = moe_mlp(norm(x, layer.mlp_norm, arch.rms_eps), ids, layer.moe, arch, ops)
+            streams = expand(streams, mlp, post, comb)
         if self.keep_hidden:
             self.hidden = streams
         if not all_logits:
             streams = streams[torch.tensor([s.rows.stop - 1 for s in segments], device=device)]
-        hidden = collapse_head(streams, self.weights.head_mixer, arch.hc_eps, arch.rms_eps)
-        return F.linear(norm(hidden, self.weights.norm, arch.rms_eps), self.weights.lm_head).float()
+        hidden = collapse_head(streams, self.weights.head_mixer, arch.hc_eps, arch.rms_eps, ops)
+        return ops.linear(norm(hidden, self.weights.norm, arch.rms_eps), self.weights.lm_head).float()
 
     def take_hidden(self) -> torch.Tensor:
         hidden, self.hidden = self.hidden, None
@@ -88,16 +93,17 @@ class DeepseekV4Forward:
 
     def _attention(self, x, index: int, segments, positions, slots) -> torch.Tensor:
         arch, attention, kv_field = self.arch, self.weights.layers[index].attention, self.layout.fields[index]["kv"]
+        ops = self.ops
         kind, rate = arch.kinds[index], arch.rate(index)
         cos, sin = (self.main_rope if kind == SLIDING else self.compress_rope).angles(positions)
-        q, residual = queries(x, attention, arch, cos, sin)
+        q, residual = queries(x, attention, arch, cos, sin, ops)
         if slots is not None:
-            self._write(slots, kv_field, key_values(x, attention, arch, cos, sin))
+            self._write(slots, kv_field, key_values(x, attention, arch, cos, sin, ops))
         raw = self._raw_rows(x, attention) if kind != SLIDING else None
         if kind == CSA:
             indexer = attention.indexer
-            index_q = rotate(F.linear(residual, indexer.q_up).view(-1, arch.index_heads, arch.index_dim), cos, sin)
-            head_weights = F.linear(x, indexer.head_weights).float() * arch.index_heads ** -0.5
+            index_q = rotate(ops.linear(residual, indexer.q_up).view(-1, arch.index_heads, arch.index_dim), cos, sin)
+            head_weights = ops.linear(x, indexer.head_weights).float() * arch.index_heads ** -0.5
         out = []
         for segment in segments:
             table, rows = segment.session.block_table, segment.rows
@@ -113,15 +119,15 @@ class DeepseekV4Forward:
                 if kind == CSA:
                     indexer_inputs = (index_q[rows], head_weights[rows], entries["index"])
             out.append(segment_attention(q[rows], positions[rows], keys_of, compressed, indexer_inputs, attention,
-                                         arch, rate))
-        return output(torch.cat(out), attention, arch, cos, sin)
+                                         arch, rate, ops))
+        return output(torch.cat(out), attention, arch, cos, sin, ops)
 
     def _raw_rows(self, x: torch.Tensor, attention) -> torch.Tensor:
         """The raw projections [n, width] of a compressed layer (:class:`~.tail.RawLayer`'s row)."""
         parts = [attention.compressor.kv, attention.compressor.gate]
         if attention.indexer is not None:
             parts += [attention.indexer.compressor.kv, attention.indexer.compressor.gate]
-        return torch.cat([F.linear(x, weight) for weight in parts], -1)
+        return torch.cat([self.ops.linear(x, weight) for weight in parts], -1)
 
     def _pool_windows(self, index: int, which: str, kv, gate, first: int, previous) -> torch.Tensor:
         """Entries of layer ``index``'s compressor ``which`` ("kv" or "index") from raw rows."""
@@ -130,4 +136,5 @@ class DeepseekV4Forward:
         if which == "index":
             compressor, dims = attention.indexer.compressor, arch.index_dim
         overlap = arch.kinds[index] == CSA
-        return compress(kv, gate, compressor, dims, overlap, first, previous, self.compress_rope, arch.rms_eps)
+        return compress(kv, gate, compressor, dims, overlap, first, previous, self.compress_rope, arch.rms_eps,
+                        self.ops.exact)

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import torch
 
+from kvgate.models.invariant_elementwise import invariant
 from kvgate.models.rope import rope_frequencies
 
 
@@ -20,9 +21,9 @@ class InterleavedRotary:
         self.inv_freq = inv_freq.to(torch.float32).to(device)
 
     def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [n, rope_dim / 2] (fp32) of positions [n]."""
+        """cos and sin [n, rope_dim / 2] (fp32) of positions [n], each the same bits in any call."""
         freqs = positions.to(torch.float32)[:, None] * self.inv_freq
-        return freqs.cos(), freqs.sin()
+        return invariant(torch.cos, freqs), invariant(torch.sin, freqs)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,9 @@ class DeepseekV4Runtime(ForwardPasses, LlamaRuntime):
     replays = replayed_tokens = 0  # cuts that ran tokens again, and how many tokens in all
 
     def invariant_arithmetic(self) -> bool:
-        return False  # its own forward: no batch- and split-invariant path yet
+        """Projections, hyper-connections, experts, compressors, the indexer and attention run with
+        :class:`~.arithmetic.Arithmetic`'s invariant ops in the deterministic mode."""
+        return True
 
     def attach_mtp(self, weights: DraftWeights) -> None:
         """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
@@ -53,7 +55,7 @@ class DeepseekV4Runtime(ForwardPasses, LlamaRuntime):
         return KVPool(1, 1, self.layout.width, self.block_size, kv_pool_tokens, self.dtype, self.device, parts=1)
 
     def new_forward(self) -> DeepseekV4Forward:
-        return DeepseekV4Forward(self.arch, self.weights, self.pool, self.layout, self.raw_layout)
+        return DeepseekV4Forward(self.arch, self.weights, self.pool, self.layout, self.raw_layout, self.deterministic)
 
     @property
     def state_format(self) -> str:

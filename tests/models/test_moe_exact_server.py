@@ -1,5 +1,5 @@
-"""Exact on the MoE and MLA runtimes (issue 30): tiny random Qwen3-MoE, GLM-4.5 and DeepSeek V3
-checkpoints written by transformers, served on the defaults (bf16, ``engine.deterministic`` on), give
+"""Exact on the MoE and MLA runtimes (issue 30): tiny random Qwen3-MoE, GLM-4.5, DeepSeek V3 and V3.2
+(whose indexer keeps 32 of the prompt's tokens) checkpoints written by transformers, served on the defaults (bf16, ``engine.deterministic`` on), give
 one conversation the same tokens and bit-identical logprobs (every field, floats compared with ==)
 in four cases:
 
@@ -61,8 +61,10 @@ def batched(client, target: list[dict], salt: str):
     return answers[0]
 
 
-def four_ways(tmp_path, model_type: str, deterministic: bool = True) -> dict:
-    directory = write_checkpoint(tmp_path / model_type, model_type)
+def four_ways(tmp_path, model_type: str, deterministic: bool = True, directory=None) -> dict:
+    """The four answers of one conversation; ``directory``: a checkpoint already written (else
+    transformers writes ``model_type``'s)."""
+    directory = directory or write_checkpoint(tmp_path / model_type, model_type)
     state, target = tmp_path / "state", TEXTS[0]
     with ServerProcess(tmp_path / "one", settings(directory, model_type, deterministic), state_dir=state) as server:
         client = client_of(server)
@@ -75,7 +77,7 @@ def four_ways(tmp_path, model_type: str, deterministic: bool = True) -> dict:
     return {"cold": cold, "fork": fork, "batch": batch, "restored": restored}
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "glm4_moe", "deepseek_v3"])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "glm4_moe", "deepseek_v3", "deepseek_v32"])
 def test_cold_fork_batch_and_restore_are_bit_identical(tmp_path, model_type):
     runs = four_ways(tmp_path, model_type)
     cold = runs["cold"]
