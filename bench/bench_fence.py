@@ -1,7 +1,7 @@
 """Fence bench on the embedded SmolLM2: validity of tool calls and structured output, fence cost.
 
-For each dialect (ChatML JSON, GLM XML, DeepSeek DSML, Qwen3-Coder XML, DeepSeek V3.1 and R1, Kimi K2 --
-all rendered for SmolLM2's tokenizer) and
+For each dialect (ChatML JSON, GLM XML, DeepSeek DSML, Qwen3-Coder XML, DeepSeek V3.1 and R1, Kimi K2,
+harmony, Gemma 4, MiniMax M2 -- all rendered for SmolLM2's tokenizer) and
 each mode (tool_choice auto / required / named, response_format json_schema / json_object), the
 requests run through the real engine (continuous batch, prefix cache on the device tier) in three
 arms: fence on without speculation (``--main`` prompts per mode), fence on with n-gram

@@ -12,19 +12,25 @@ from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingPara
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml
 from kvgate.dialects.deepseek_v31 import DeepseekV31
+from kvgate.dialects.gemma4 import Gemma4
 from kvgate.dialects.glm_xml import GlmXml
+from kvgate.dialects.harmony import Harmony
 from kvgate.dialects.kimi_k2 import KimiK2
+from kvgate.dialects.minimax_m2 import MinimaxM2
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 
 DIALECTS = {"chatml_json": ChatmlJson(), "glm_xml": GlmXml("glm47"), "deepseek_dsml": DeepseekDsml("v32"),
             "qwen3_coder_xml": Qwen3CoderXml(), "deepseek_v31": DeepseekV31("v31"),
-            "deepseek_r1": DeepseekV31("r1"), "kimi_k2": KimiK2("instruct")}
+            "deepseek_r1": DeepseekV31("r1"), "kimi_k2": KimiK2("instruct"), "harmony": Harmony(),
+            "gemma4": Gemma4(), "minimax_m2": MinimaxM2()}
 # SmolLM2 spells DSML's fullwidth bars as three byte tokens each: its shortest calls take 92-157
 # tokens (GLM XML 35-80, ChatML JSON 29-45), so each dialect gets room for its longest call; the
 # DeepSeek V3.1 / R1 markers are 12-15 tokens each on SmolLM2 (a short call 85 / 92), Kimi's 9-11
-# (68), Qwen3-Coder's call 47
+# (68), Qwen3-Coder's call 47; the send_email call takes 81 tokens in harmony (50 for get_weather, plus any
+# analysis the fence lets it write first), 98 in Gemma 4, 108 in MiniMax M2
 MAX_TOKENS = {"chatml_json": 96, "glm_xml": 128, "deepseek_dsml": 192, "qwen3_coder_xml": 160,
-              "deepseek_v31": 224, "deepseek_r1": 240, "kimi_k2": 192}
+              "deepseek_v31": 224, "deepseek_r1": 240, "kimi_k2": 192, "harmony": 224, "gemma4": 160,
+              "minimax_m2": 192}
 MODES = ("auto", "required", "named", "json_schema", "json_object")
 JSON_MODES = ("json_schema", "json_object")
 CITIES = ["Paris", "Rome", "Tokyo", "Lima", "Oslo", "Cairo", "Seoul", "Quito", "Perth", "Dakar"]
@@ -102,7 +108,8 @@ def judge(dialect: str, mode: str, requests: list[ChatRequest], outputs: list[tu
         canonical += list(runtime.tokenizer.encode(text, add_special_tokens=False).ids) == tokens
         if mode in JSON_MODES:
             schema = request.response_format.schema if mode == "json_schema" else {"type": "object"}
-            verdict = check_json(text, schema)
+            answer = check_calls(DIALECTS[dialect], [], text).text  # what a client gets (harmony: the final channel)
+            verdict = check_json(answer, schema)
             must = True
         else:
             verdict = check_calls(DIALECTS[dialect], request.tools, text)

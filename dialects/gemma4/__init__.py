@@ -14,7 +14,8 @@ from kvgate.dialects.gemma4.dialect import Gemma4
 
 def format_factory(runtime=None, dialect=None) -> Gemma4ChatFormat:
     """The chat format around the dialect in use when it is Gemma 4's, else around a new one."""
-    bos = (getattr(runtime, "special_tokens", None) or {}).get("bos_token") or ""
+    tokens = runtime.special_tokens if runtime is not None else {}  # ModelRuntime.special_tokens
+    bos = tokens.get("bos_token") or ""
     return Gemma4ChatFormat(dialect if isinstance(dialect, Gemma4) else Gemma4(), bos)
 
 

@@ -3,12 +3,12 @@
 Wire format (byte-exact; Python ``repr`` literals), as Gemma 4's chat template writes it:
 
 * A call: ``'<|tool_call>call:' + NAME + '{' + ARGS + '}<tool_call|>'``; several calls follow each
-  other with nothing between. ARGS is ``KEY + ':' + VALUE`` per argument, joined by ``','``: keys
-  bare; VALUE a string's raw text between ``'<|"|>'`` and ``'<|"|>'`` (no escaping), ``true`` /
-  ``false`` / ``null``, a number's JSON text, an object ``'{' + KEY:VALUE,... + '}'`` with bare keys,
-  an array ``'[' + VALUE,... + ']'`` (:mod:`.values`). The official template orders the keys
-  (``dictsort``); kvgate writes them in the order of the call's JSON, so parsing gives back exactly
-  the call the model wrote, and a call written sorted renders as the template does.
+  other with nothing between. ARGS is ``KEY + ':' + VALUE`` per argument, joined by ``','``, keys
+  bare and in the template's ``dictsort`` order; VALUE a string's raw text between ``'<|"|>'`` and
+  ``'<|"|>'`` (no escaping), ``true`` / ``false``, ``None`` for null, a number as Python's ``str``, an
+  object ``'{' + KEY:VALUE,... + '}'`` (bare keys, sorted the same way), an array
+  ``'[' + VALUE,... + ']'`` (:mod:`.values`): byte for byte what the official template writes for
+  the call's arguments as a mapping.
 * After its calls the model writes ``'<|tool_response>'``; a result is
   ``'<|tool_response>response:' + NAME + '{value:<|"|>' + TEXT + '<|"|>}<tool_response|>'``.
 * Thinking: ``'<|channel>thought\\n' + reasoning + '<channel|>'`` (the template writes the
@@ -16,14 +16,14 @@ Wire format (byte-exact; Python ``repr`` literals), as Gemma 4's chat template w
 * Turns: ``'<|turn>' + ROLE + '\\n' + text + '<turn|>\\n'`` (ROLE ``system``, ``user``, ``model``);
   the whole prompt is :mod:`.chat_format`.
 
-Parsing (:mod:`.parser`): the inverse of the above; inside values JSON's ``"``-quoted strings and
-keys are read too (the fence writes nested objects and arrays as compact JSON).
+Parsing (:mod:`.parser`): the inverse of the above (render -> parse -> render gives the same
+bytes); inside values JSON's ``"``-quoted strings and keys and ``null`` are read too.
 
-Fence grammar: ``auto`` lets text run until ``<|tool_call>``; then ``'call:'`` and one or more calls of
-the request's tools, each ``NAME + '{'`` + its arguments in key order (as the template sorts them),
-every required one present, each optional one at most once, ``','`` between, + ``'}<tool_call|>'``.
-A string value is raw text that opens none of the markup, any other value compact JSON valid
-against its schema. In reasoning mode the thought runs to ``<channel|>`` first.
+Fence grammar (:mod:`.fence`): ``auto`` lets text run until ``<|tool_call>``; then ``'call:'`` and one
+or more calls of the request's tools, each ``NAME + '{'`` + its arguments in key order, every
+required one present, each optional one at most once, ``','`` between, + ``'}<tool_call|>'``; values,
+nested ones included, in the syntax above, valid against their schema, a string opening none of the
+call markup. In reasoning mode the thought runs to ``<channel|>`` first.
 
 Serves: architectures named ``gemma4*`` and templates that write ``<|tool_call>call:``.
 """
@@ -33,17 +33,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kvgate.core.dialect import ARCHITECTURE_MATCH, TEMPLATE_MATCH, CallIdFactory, Dialect
-from kvgate.core.fence.compose import any_tool, compose, raw_string, with_reasoning
-from kvgate.core.fence.grammar import Lit, Node, Repeat, TextThen, alt, json_node, seq
+from kvgate.core.fence.compose import any_tool, compose, with_reasoning
+from kvgate.core.fence.grammar import Lit, Node, TextThen, seq
 from kvgate.core.fence.plan import FencePlan
-from kvgate.core.fence.schema import exclude_markup, is_string_schema, properties
 from kvgate.core.types import Message, Tool, ToolCall, ToolChoice
 from kvgate.dialects._args import openai_tool
+from kvgate.dialects.gemma4.fence import one_call
 from kvgate.dialects.gemma4.parser import (CALL_CLOSE, CALL_OPEN, CALL_PREFIX, CHANNEL_CLOSE, CHANNEL_OPEN,
                                            RESPONSE_OPEN, THOUGHT, Gemma4Parser)
 from kvgate.dialects.gemma4.values import QUOTE, render_arguments
-
-MARKUP = (CALL_OPEN, CALL_CLOSE, RESPONSE_OPEN)  # a JSON string writes <|"|> as <|\\"|>: not the delimiter
 
 
 class Gemma4(Dialect):
@@ -68,6 +66,11 @@ class Gemma4(Dialect):
         return {"trigger": CALL_OPEN, "call_open": CALL_OPEN + CALL_PREFIX, "call_close": CALL_CLOSE,
                 "string_quote": QUOTE, "think_open": CHANNEL_OPEN + THOUGHT, "think_close": CHANNEL_CLOSE,
                 "eos": "<turn|>"}
+
+    @property
+    def closing_literals(self) -> list[str]:
+        """A raw string's closing quote first (inside one a JSON closer is text), the call's end last."""
+        return [QUOTE, CALL_CLOSE]
 
     # ---- rendering
 
@@ -96,31 +99,6 @@ class Gemma4(Dialect):
         rest = compose(plan, Lit(CALL_OPEN + CALL_PREFIX), head_auto, any_tool(plan, one_call),
                        CALL_OPEN + CALL_PREFIX, (CALL_OPEN,))
         return with_reasoning(self, plan, rest)
-
-
-def one_call(tool: Tool) -> Node:
-    """``NAME{`` + the arguments in key order, ``','`` between + ``}<tool_call|>``."""
-    fields = sorted(properties(tool), key=lambda field: field[0].lower())
-    members = [(seq(Lit(key + ":"), value_node(schema)), required) for key, schema, required in fields]
-    return seq(Lit(tool.qualified_name + "{"), members_then_close(members, 0))
-
-
-def members_then_close(members: list[tuple[Node, bool]], first: int) -> Node:
-    """Members ``first``.. (a required one present, an optional one maybe), then the call's close."""
-    close = Lit("}" + CALL_CLOSE)
-    if first == len(members):
-        return close
-    node, required = members[first]
-    later = [seq(Lit(","), n) if r else Repeat(seq(Lit(","), n), 0, 1) for n, r in members[first + 1:]]
-    present = seq(node, *later, close)
-    return present if required else alt(present, members_then_close(members, first + 1))
-
-
-def value_node(schema: Any) -> Node:
-    schema = schema if isinstance(schema, dict) else {}
-    if is_string_schema(schema):
-        return seq(Lit(QUOTE), raw_string(schema, QUOTE, MARKUP))
-    return json_node(exclude_markup(schema, MARKUP))
 
 
 def qualified(call: ToolCall) -> str:

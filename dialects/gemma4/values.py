@@ -1,13 +1,15 @@
 """Gemma 4 argument values on the wire, both ways.
 
-Written (as Gemma 4's template's ``format_argument`` with bare keys): a string is ``<|"|>`` + its
-raw text + ``<|"|>`` (no escaping; it cannot hold ``<|"|>``); true / false / null; an object
-``{key:value,...}`` with bare keys; an array ``[value,...]``; a number its JSON text. Top-level
-numbers keep the text the call's JSON had; nested values are written from their parsed value.
+Written exactly as Gemma 4's chat template writes a call whose arguments are a mapping: members in
+``dictsort`` order (keys compared case-insensitively, ties in their order), ``key:value`` with
+bare keys, joined by ``','``; a value by the template's ``format_argument``: a string is ``<|"|>`` +
+its raw text + ``<|"|>`` (no escaping; it cannot hold ``<|"|>``), ``true`` / ``false``, an object
+``{key:value,...}`` (sorted the same way), an array ``[value,...]``, anything else Python's ``str``
+of the JSON value (a number as ``json.dumps`` writes it, null as ``None``).
 
-Read: the same, and leniently JSON's own spellings inside (a ``"``-quoted string or key, which the
-fence writes for nested objects and arrays) and ``None`` / ``True`` / ``False``. A value is
-returned as its JSON text (``json.dumps``, non-ASCII kept).
+Read: the same, and leniently JSON's own spellings inside (a ``"``-quoted string or key) and
+``null`` / ``True`` / ``False``. A value is returned as its JSON text (``json.dumps``, non-ASCII
+kept); a top-level number keeps the text the model wrote.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from kvgate.dialects._args import dumps, history_members, is_json_string, member_json, object_json, string_value
+from kvgate.dialects._args import dumps, history_members, member_json, object_json
 
 QUOTE = '<|"|>'
 BARE = re.compile(r"[^,\]}\s]+")
@@ -24,26 +26,29 @@ WORDS = {"true": True, "false": False, "null": None, "True": True, "False": Fals
 
 
 def render_arguments(name: str, arguments: str) -> str:
-    """``key:value,...`` of a call's JSON ``arguments`` (members in their order)."""
-    members = history_members(arguments, f"tool call {name!r}")
-    return ",".join(f"{key}:{render_member(raw)}" for key, raw in members)
+    """``key:value,...`` of a call's JSON ``arguments``, as the template writes them."""
+    values = {key: json.loads(raw) for key, raw in history_members(arguments, f"tool call {name!r}")}
+    return ",".join(f"{key}:{format_argument(value, escape_keys=False)}" for key, value in dictsort(values))
 
 
-def render_member(raw: str) -> str:
-    if is_json_string(raw):
-        return QUOTE + string_value(raw) + QUOTE
-    value = json.loads(raw)
-    return raw.strip() if not isinstance(value, (dict, list)) else render_value(value)
+def dictsort(mapping: dict) -> list[tuple[Any, Any]]:
+    """Jinja's ``dictsort``: items by key, strings compared case-insensitively, a stable sort."""
+    return sorted(mapping.items(), key=lambda item: item[0].lower() if isinstance(item[0], str) else item[0])
 
 
-def render_value(value: Any) -> str:
+def format_argument(value: Any, escape_keys: bool = True) -> str:
+    """The template's ``format_argument`` macro (``escape_keys``: object keys in ``<|"|>``)."""
     if isinstance(value, str):
         return QUOTE + value + QUOTE
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{render_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(render_value(v) for v in value) + "]"
-    return json.dumps(value)
+        members = (f"{QUOTE + str(k) + QUOTE if escape_keys else k}:{format_argument(v, escape_keys)}"
+                   for k, v in dictsort(value))
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_argument(item, escape_keys) for item in value) + "]"
+    return str(value)
 
 
 class WireError(ValueError):

@@ -1,6 +1,7 @@
 """Gemma 4: the wire bytes of calls, results, thoughts and turns (as Gemma 4's chat template writes
-them); render -> parse -> render identity at random and at every split; malformed output; the fence in
-every mode on SmolLM2's tokenizer."""
+them; test_gemma4_template.py compares with the template itself); render -> parse -> render identity
+at random and at every split; malformed output; the fence in every mode on SmolLM2's tokenizer, nested
+values in Gemma's syntax."""
 
 import json
 
@@ -28,9 +29,9 @@ TWO_CALLS = [Message("user", "Paris and Rome?"),
                  ToolCall("b", "get_weather", '{"city": "Rome", "days": 3, "opts": {"unit": "C", "x": [1, null]}}')]),
              Message("tool", "sunny", tool_call_id="a"), Message("tool", "rainy", tool_call_id="b"),
              Message("assistant", "Sunny, then rainy.")]
-DECLARATION = ('<|tool>declaration:get_weather{description:<|"|>Get the weather ü<|"|>,parameters:{type:<|"|>object'
-               '<|"|>,properties:{city:{type:<|"|>string<|"|>},days:{type:<|"|>integer<|"|>}},required:[<|"|>city'
-               '<|"|>]}}<tool|>')
+DECLARATION = ('<|tool>declaration:get_weather{description:<|"|>Get the weather ü<|"|>,parameters:{properties:{city:'
+               '{type:<|"|>STRING<|"|>},days:{type:<|"|>INTEGER<|"|>}},required:[<|"|>city<|"|>],'
+               'type:<|"|>OBJECT<|"|>}}<tool|>')
 
 
 def render(messages, tools=(GET_WEATHER,), generation=True):
@@ -49,10 +50,10 @@ def test_the_wire_bytes_of_two_calls_with_reasoning_and_content():
     assert render(TWO_CALLS, tools=(), generation=True) == (
         "<bos><|turn>user\nParis and Rome?<turn|>\n<|turn>model\n<|channel>thought\nneed two calls\n<channel|>"
         '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
-        '<|tool_call>call:get_weather{city:<|"|>Rome<|"|>,days:3,opts:{unit:<|"|>C<|"|>,x:[1,null]}}<tool_call|>'
+        '<|tool_call>call:get_weather{city:<|"|>Rome<|"|>,days:3,opts:{unit:<|"|>C<|"|>,x:[1,None]}}<tool_call|>'
         '<|tool_response>response:get_weather{value:<|"|>sunny<|"|>}<tool_response|>'
         '<|tool_response>response:get_weather{value:<|"|>rainy<|"|>}<tool_response|>'
-        "Checking both.<turn|>\nSunny, then rainy.<turn|>\n<|turn>model\n")
+        "Checking both.<turn|>\nSunny, then rainy.<turn|>\n<|turn>model\n<|channel>thought\n<channel|>")
     calls_only = [TWO_CALLS[0], Message("assistant", "", tool_calls=TWO_CALLS[1].tool_calls[:1])]
     assert render(calls_only, tools=()).endswith("<tool_call|><|tool_response>")  # handed over: no new turn
 
@@ -113,8 +114,8 @@ def test_round_trip_and_random_splits(message, cut_lists):
     events = check_streaming(lambda: dialect.new_parser(TOOLS, call_id), body(message), cut_lists, message.content)
     assert not issues(events)
     again = rebuild(events)
-    assert body(again) == body(message)
-    assert [c.arguments for c in again.tool_calls] == [c.arguments for c in message.tool_calls]
+    assert body(again) == body(message)  # keys sorted as the template sorts them: the JSON is equal, not its text
+    assert [json.loads(c.arguments) for c in again.tool_calls] == [json.loads(c.arguments) for c in message.tool_calls]
 
 
 @settings(max_examples=30, deadline=None)
@@ -184,15 +185,73 @@ def test_fence_required_named_auto_and_parallel(drive):
 
 def test_fence_types_values_orders_keys_and_keeps_markup_out(drive):
     dialect = Gemma4()
-    fields = '<|tool_call>call:get_weather{city:<|"|>x<|"|>,days:3,fields:["a", "b"]}<tool_call|>'  # nested: JSON
-    assert drive(dialect, request("required")).accepts(fields)
+    fields = '<|tool_call>call:get_weather{city:<|"|>x<|"|>,days:3,fields:[<|"|>a<|"|>,<|"|>b<|"|>]}<tool_call|>'
+    assert drive(dialect, request("required")).accepts(fields)  # nested values in Gemma's syntax
     assert json.loads(parse(fields)[-1].arguments) == {"city": "x", "days": 3, "fields": ["a", "b"]}
-    for bad in (sorted_args(city="x", days=2), sorted_args(city="x", days="three"), sorted_args(days=3),
-                args(days=3, city="x")):  # 2 is not in the enum; a string; city missing; not in key order
-        assert rejected(drive(dialect, request("required")), calls_text(("get_weather", bad)))
+    assert rejected(drive(dialect, request("required")), fields.replace('[<|"|>a<|"|>,<|"|>b<|"|>]', '["a", "b"]'))
+    for bad in (sorted_args(city="x", days=2), sorted_args(city="x", days="three"), sorted_args(days=3)):
+        assert rejected(drive(dialect, request("required")), calls_text(("get_weather", bad)))  # enum; type; city
+    unsorted = '<|tool_call>call:get_weather{days:3,city:<|"|>x<|"|>}<tool_call|>'  # what render_calls never writes
+    assert rejected(drive(dialect, request("required")), unsorted)
     head = '<|tool_call>call:get_time{tz:<|"|>'
     for value in ("a<tool_call|>", "b<|tool_call>", "c<|tool_response>"):
         assert rejected(drive(dialect, request("required")), head + value)
+
+
+PLAN = Tool("plan_trip", "Plan a trip", {"type": "object", "required": ["stops", "when"], "properties": {
+    "stops": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string"}, "nights": {"type": "integer", "minimum": 1}}}},
+    "when": {"type": "object", "required": ["month"], "properties": {
+        "month": {"type": "string", "enum": ["may", "june"]}, "Flexible": {"type": ["boolean", "null"]}}}}})
+NESTED = ('<|tool_call>call:plan_trip{stops:[{city:<|"|>Oslo<|"|>,nights:2},{city:<|"|>Rome<|"|>}],'
+          'when:{Flexible:None,month:<|"|>may<|"|>}}<tool_call|>')
+
+
+def test_fence_writes_nested_values_as_the_template_does(drive):
+    arguments = {"when": {"month": "may", "Flexible": None}, "stops": [{"nights": 2, "city": "Oslo"}, {"city": "Rome"}]}
+    assert Gemma4().render_calls([ToolCall("c0", "plan_trip", json.dumps(arguments))]) == NESTED
+    assert drive(Gemma4(), request("required", tools=(PLAN,))).accepts(NESTED)
+    assert json.loads(parse(NESTED, [PLAN])[-1].arguments) == arguments
+    for old, new in (('{city:<|"|>Rome<|"|>}', '{"city": "Rome"}'), ("nights:2", "nights:0"),  # JSON; minimum
+                     ('{city:<|"|>Rome<|"|>}', "{}"), ("Flexible:None,month", "Flexible:null,month"),  # required; null
+                     ("when:{Flexible:None,month:<|\"|>may<|\"|>}", "when:{month:<|\"|>may<|\"|>,Flexible:None}")):
+        assert rejected(drive(Gemma4(), request("required", tools=(PLAN,))), NESTED.replace(old, new)), new
+    empty = '<|tool_call>call:plan_trip{stops:[],when:{month:<|"|>may<|"|>}}<tool_call|>'  # minItems
+    assert rejected(drive(Gemma4(), request("required", tools=(PLAN,))), empty)
+
+
+def test_fence_writes_numbers_as_the_template_writes_them_back(drive):
+    tool = Tool("convert", "", {"type": "object", "required": ["value"], "properties": {
+        "value": {"type": "number"}, "count": {"type": "integer"}}})
+    for value in ("2.5", "2", "2.0", "-0.5", "0.05", "-12.25", "-0.0"):
+        text = f"<|tool_call>call:convert{{value:{value}}}<tool_call|>"
+        assert drive(Gemma4(), request("required", tools=(tool,))).accepts(text), value
+        assert Gemma4().render_calls([ToolCall("c0", "convert", parse(text, [tool])[-1].arguments)]) == text
+    for value in ("2.50", "1e5", "-0", "007", "1.", "0.50"):  # the template would write another number back
+        text = f"<|tool_call>call:convert{{value:{value}}}<tool_call|>"
+        assert rejected(drive(Gemma4(), request("required", tools=(tool,))), text), value
+    assert rejected(drive(Gemma4(), request("required", tools=(tool,))), "<|tool_call>call:convert{count:-0,")
+
+
+@pytest.mark.parametrize("spare", [0, 9, 40])
+def test_a_nested_call_closes_in_budget_from_an_endless_string(smol_info, smol_tokenizer, pm, config,  # noqa: F811
+                                                               spare):
+    import torch
+
+    from bench.fence_check import check_calls
+    from kvgate.core.fence import build_request_fence
+    from tests.core.fence.conftest import greedy_run
+
+    config.section("guard").enabled = False
+    fence = build_request_fence(request("required", tools=(PLAN,)), Gemma4(), smol_info, config, pm)
+    budget = len(fence.plan.closer.path(fence.matcher, prefer=fence.plan.prefer)) + spare + 12
+    logits = torch.zeros(smol_tokenizer.get_vocab_size())
+    logits[smol_tokenizer.encode("1234567890").ids] = 10.0  # a city name that never ends
+    logits[2] = -10.0
+    text = smol_tokenizer.decode(greedy_run(fence, lambda out: logits.clone(), budget))
+    verdict = check_calls(Gemma4(), [PLAN], text)
+    assert verdict.ok and len(verdict.calls) == 1, (text, verdict.problems)
+    assert text == Gemma4().render_calls([ToolCall("c0", "plan_trip", verdict.calls[0][1])])
 
 
 def test_fence_reasoning_first(drive):
@@ -201,3 +260,38 @@ def test_fence_reasoning_first(drive):
     assert drive(dialect, request("required"), start_in="reasoning").accepts(text)
     assert rejected(drive(dialect, request("required"), start_in="reasoning"), "thinking<channel|>no call")
 
+
+
+# ---- on the real engine and model: fenced nested calls parse into valid calls, speculation changes nothing
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,name", [("required", None), ("named", "plan_trip")])
+def test_fenced_calls_are_valid_with_and_without_speculation(smollm2_runtime, pm, mode, name):  # noqa: F811
+    from bench.fence_check import check_calls
+    from kvgate.core.config import Config
+    from kvgate.core.config_sections import bind_plugin_sections
+    from kvgate.core.fence import tokenizer_info
+    from kvgate.core.types import SamplingParams, ToolChoice
+    from tests.core.fence.conftest import CLOCK
+    from tests.core.fence.engine_run import generate, make_engine
+
+    runtime, dialect = smollm2_runtime, Gemma4()
+    config = bind_plugin_sections(Config(), pm)
+    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
+    req = ChatRequest(model="m", messages=[Message("user", "Plan two nights in Oslo in May, and the time?")],
+                      tools=[PLAN, CLOCK], tool_choice=ToolChoice(mode, name),
+                      sampling=SamplingParams(temperature=0.0), parallel_tool_calls=False)
+    plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
+    try:
+        without, done, _ = generate(plain, runtime, dialect, req, info, config, pm, 200)
+        with_spec, _, _ = generate(spec, runtime, dialect, req, info, config, pm, 200)
+    finally:
+        plain.stop()
+        spec.stop()
+    text = runtime.tokenizer.decode(without, skip_special_tokens=False)
+    assert with_spec == without, (text, runtime.tokenizer.decode(with_spec))
+    verdict = check_calls(dialect, req.tools, text)
+    assert verdict.ok and verdict.calls and done.reason != "length", (verdict.problems, text)
+    if mode == "named":
+        assert {n for n, _ in verdict.calls} == {"plan_trip"}
+        assert text == dialect.render_calls([ToolCall("c0", "plan_trip", verdict.calls[0][1])])  # as rendered
