@@ -13,8 +13,10 @@ are frames, never a dropped socket::
 
     {"type": "error", "status": 400, "error": {"type", "code", "message", "param"}}
 
-Over ``server.max_websocket_connections`` open sockets, a new one gets an error frame with
-code ``websocket_connection_limit_reached`` and is closed.
+Over ``server.max_websocket_connections`` open sockets of one tenant (or
+``max_websocket_connections_total`` of all, :mod:`.ws_limits`), a new one gets an error frame with
+code ``websocket_connection_limit_reached`` and is closed. A socket with no client frame and no
+running response for ``server.websocket_idle_timeout`` seconds is closed (:mod:`.ws_connection`).
 """
 
 from __future__ import annotations
@@ -25,36 +27,26 @@ from typing import Any, Optional
 from litestar import WebSocket, websocket
 
 from kvgate.core.errors import KvgateError
+from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.http_routes import both
 from kvgate.adapters.responses.store import ResponseStore
 from kvgate.adapters.responses.ws_connection import Connection, error_frame
+from kvgate.adapters.responses.ws_limits import ConnectionLimits
 
 log = logging.getLogger("kvgate.responses")
 
 
-class ConnectionLimit:
-    def __init__(self, limit: int):
-        self.limit, self.open = limit, 0
-
-    def acquire(self) -> bool:
-        if self.open >= self.limit:
-            return False
-        self.open += 1
-        return True
-
-    def release(self) -> None:
-        self.open -= 1
-
-
-def websocket_handler(ctx: Any, store: ResponseStore, limit: Optional[ConnectionLimit] = None):
-    limit = limit or ConnectionLimit(ctx.config.server.max_websocket_connections)
+def websocket_handler(ctx: Any, store: ResponseStore, limits: Optional[ConnectionLimits] = None):
+    server = ctx.config.server
+    limits = limits or ConnectionLimits(server.max_websocket_connections, server.max_websocket_connections_total)
 
     @websocket(both("/responses"))
     async def responses_socket(socket: WebSocket) -> None:
         await socket.accept()
-        if not limit.acquire():
-            full = KvgateError(f"Too many open WebSocket connections (limit {limit.limit}); reconnect later.",
-                               code="websocket_connection_limit_reached")
+        tenant = tenant_of(socket).name
+        refusal = limits.acquire(tenant)
+        if refusal is not None:
+            full = KvgateError(refusal, code="websocket_connection_limit_reached")
             full.status, full.kind = 429, "rate_limit_error"
             await Connection(ctx, store, socket).send(error_frame(full))
             await socket.close(code=1013)
@@ -64,6 +56,6 @@ def websocket_handler(ctx: Any, store: ResponseStore, limit: Optional[Connection
         except Exception:  # the socket is already gone or broken; nothing to send it
             log.exception("responses websocket: connection ended with an error")
         finally:
-            limit.release()
+            limits.release(tenant)
 
     return responses_socket

@@ -6,6 +6,9 @@ disconnect is noticed even during a long prefill (when nothing is being sent) an
 for it is cancelled instead of running on for nobody. The inbox holds at most
 :data:`MAX_PENDING_FRAMES` frames and ``[server] max_body_bytes`` bytes waiting: a frame past
 either is answered with an error frame and dropped, so a client cannot queue memory without end.
+A socket that sends no frame for ``[server] websocket_idle_timeout`` seconds while no response
+runs is closed with code 1001 (going away) and a reason naming the key: the clock starts when the
+last frame arrived or the last response ended, never during one.
 
 Each ``response.create`` gets its own request log line (the socket has one too): the response's
 status (``completed``, ``incomplete``, ``failed``), an error frame's status, or ``cancelled`` with
@@ -38,6 +41,7 @@ log = logging.getLogger("kvgate.responses")
 request_log = logging.getLogger("kvgate.requests")  # beside the HTTP request lines
 GONE = (WebSocketDisconnect, OSError)  # uvicorn raises ClientDisconnected (an OSError) on a send
 MAX_PENDING_FRAMES = 8
+IDLE_CLOSE_CODE = 1001  # going away: the server ends a socket that stayed unused
 
 
 def log_websocket_request(path: str, name: str, outcome: str, seconds: float, detail: str = "",
@@ -65,6 +69,7 @@ class Connection:
         self.response: Optional[dict[str, Any]] = None  # the Response object of the request being answered
         self.limits = BodyLimits.of(ctx.config.server)
         self.pending_bytes = 0  # of the frames waiting in the inbox
+        self.idle_timeout = ctx.config.server.websocket_idle_timeout  # 0: never closed for idleness
 
     async def send(self, frame: dict[str, Any]) -> None:
         await self.socket.send_text(json_text(frame))
@@ -89,12 +94,29 @@ class Connection:
     async def serve(self) -> None:
         reader = asyncio.create_task(self._read_frames())
         try:
-            while (text := await self.inbox.get()) is not None:
+            while (text := await self._next_frame()) is not None:
                 self.pending_bytes -= len(text)
                 if not await self._run_unless_gone(self._answer(text)):
                     return
         finally:
             reader.cancel()
+
+    async def _next_frame(self) -> Optional[str]:
+        """The next frame's text; None once the client left, or stayed idle past ``idle_timeout``
+        (then the socket is closed here)."""
+        if not self.idle_timeout:
+            return await self.inbox.get()
+        try:
+            return await asyncio.wait_for(self.inbox.get(), self.idle_timeout)
+        except asyncio.TimeoutError:
+            await self._close_idle()
+            return None
+
+    async def _close_idle(self) -> None:
+        reason = f"idle for {self.idle_timeout:g} s ([server] websocket_idle_timeout)"
+        log.info("responses websocket: closed after %s", reason)
+        with contextlib.suppress(*GONE, RuntimeError):  # the client may have left at the same moment
+            await self.socket.close(code=IDLE_CLOSE_CODE, reason=reason)
 
     async def _run_unless_gone(self, work) -> bool:
         """Run ``work``; if the client disconnects first, cancel it. False when the socket is gone."""

@@ -3,6 +3,8 @@ strings are checked once here, before an adapter sees anything.
 
 * size: over ``[server] max_body_bytes`` is :class:`PayloadTooLarge` (413), refused from the
   ``Content-Length`` header or while the body streams in, before it is all held;
+* time: a body not all read within ``[server] body_read_timeout`` seconds is :class:`BodyTimeout`
+  (408, and the connection is closed: the rest of the body is never read);
 * shape: nesting deeper than ``max_json_depth`` or more than ``max_json_items`` items is a 400,
   measured on the bytes before parsing (:mod:`kvgate.core.http.json_shape`), so the parser never
   recurses deep or builds millions of objects;
@@ -41,17 +43,28 @@ class PayloadTooLarge(KvgateError):
     kind = "invalid_request_error"
 
 
+class BodyTimeout(KvgateError):
+    """The body arrived too slowly; the response closes the connection."""
+
+    status = 408
+    code = "request_timeout"
+    kind = "invalid_request_error"
+
+
 @attrs.frozen
 class BodyLimits:
-    """What one body may be: bytes on the wire, nesting depth, items (values) in it."""
+    """What one body may be: bytes on the wire, nesting depth, items (values) in it, seconds to
+    read it (0: no limit)."""
 
     max_bytes: int = 32 * 1024 * 1024
     max_depth: int = 128
     max_items: int = 500_000
+    read_timeout: float = 0.0
 
     @classmethod
     def of(cls, server_config: Any) -> "BodyLimits":
-        return cls(server_config.max_body_bytes, server_config.max_json_depth, server_config.max_json_items)
+        return cls(server_config.max_body_bytes, server_config.max_json_depth, server_config.max_json_items,
+                   server_config.body_read_timeout)
 
 
 def too_large(size: int, limits: BodyLimits) -> PayloadTooLarge:
@@ -132,10 +145,18 @@ async def parse_off_loop(raw: bytes, limits: BodyLimits, what: str = "Request bo
 
 
 async def read_body(request: Any, limits: BodyLimits) -> bytes:
-    """The raw body of ``request``, refused early (413) once it is known to exceed the limit."""
+    """The raw body of ``request``, refused early (413) once it is known to exceed the limit, and
+    408 once it took longer than ``limits.read_timeout``."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limits.max_bytes:
         raise too_large(int(declared), limits)
+    with anyio.move_on_after(limits.read_timeout or None):
+        return await _read_chunks(request, limits)
+    raise BodyTimeout(f"The request body did not arrive within {limits.read_timeout:g} s "
+                      "([server] body_read_timeout); the connection is closed.")
+
+
+async def _read_chunks(request: Any, limits: BodyLimits) -> bytes:
     parts, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)

@@ -10,7 +10,7 @@ from litestar import Request, Response, Router
 from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
-from kvgate.core.http.body import BodyLimits, limits_of, parse_off_loop, read_body
+from kvgate.core.http.body import BodyLimits, BodyTimeout, limits_of, parse_off_loop, read_body
 from kvgate.core.errors import KvgateError, Overloaded, Unauthorized
 from kvgate.core.tenant_policy import TenantPolicy
 from kvgate.core.tenants import STATE_KEY as TENANT_STATE_KEY
@@ -77,6 +77,8 @@ def error_response(exc: KvgateError, body: ErrorBody) -> Response:
     headers = {}
     if isinstance(exc, Overloaded):
         headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, BodyTimeout):  # the rest of the body is never read: end the connection
+        headers["Connection"] = "close"
     return Response(body(exc), status_code=exc.status, headers=headers, media_type="application/json")
 
 

@@ -36,7 +36,12 @@ system). There is no exclusive lock; the design (:mod:`.store`, :mod:`.shared`):
   :meth:`SsdStore.refresh` reads the records changed since the generation it last saw.
 - **Orphans.** At start, chunk files with no reference and temporary files are deleted, but
   while other workers hold live leases only those older than ``ORPHAN_GRACE`` seconds (a file
-  another worker is writing is younger), each checked against its count in a transaction.
+  another worker is writing is younger), each checked against its count in a transaction. After a
+  failed commit (a full disk: ENOSPC), the chunk files it wrote that nothing references are
+  deleted at once, the other orphans as at start, and the eviction rules run, so the next commit
+  has the room.
+- **Free space.** Eviction keeps the store under ``ssd_bytes`` *and* the file system at least
+  ``ssd_min_free_bytes`` free (whatever else fills it), among the records it may evict.
 
 - **Races end in a refusal, never wrong state.** A lookup that raced another worker's drop reads
   a missing chunk, which fails validation like damage: that request computes instead. A queued
@@ -48,7 +53,7 @@ start, snapshots of another state format). The manifest is SQLite: a shared file
 give working POSIX byte-range locks (local disks do; check NFS/SMB mounts before sharing).
 
 Settings: ``[cache] ssd_enabled``, ``ssd_path`` (default ``<state dir>/ssd``), ``ssd_bytes`` (the
-whole store's bound, shared), ``ssd_worker_id`` (default: unique per process), ``chunk_tokens``,
+whole store's bound, shared), ``ssd_min_free_bytes``, ``ssd_worker_id`` (default: unique per process), ``chunk_tokens``,
 ``prefix_rounds``.
 """
 
@@ -69,7 +74,7 @@ def build_tier(config, runtime):
     settings = config.cache
     root = config.path_in_state(settings.ssd_path, "ssd")
     return SsdTier(root, settings.chunk_tokens, settings.ssd_bytes, runtime.state_format, settings.prefix_rounds,
-                   worker_id=settings.ssd_worker_id)
+                   worker_id=settings.ssd_worker_id, min_free_bytes=settings.ssd_min_free_bytes)
 
 
 @hookimpl

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 from kvgate.core.cache.namespace import common_prefix
 from kvgate.plugins.cache_ssd.records import SnapshotRecord
-from kvgate.core.cache.trie import PrefixTrie
+from kvgate.plugins.cache_device.trie import PrefixTrie
 
 
 class SsdIndex:

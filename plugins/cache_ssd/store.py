@@ -43,11 +43,12 @@ class SsdStore(StoreWrites):
 
     def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int,
                  state_format: Optional[str] = None, writer: bool = True, worker_id: str = "",
-                 lease_seconds: float = LEASE_SECONDS):
+                 lease_seconds: float = LEASE_SECONDS, min_free_bytes: int = 0):
         self.root = Path(root)
         self.files = ChunkFiles(self.root / "chunks", state_format)
         self.chunks_dir = self.files.root
         self.chunk_tokens, self.capacity_bytes, self.state_format = chunk_tokens, capacity_bytes, state_format
+        self.min_free_bytes = min_free_bytes  # free space left on the file system: evict below it
         self.worker, self.writer, self.lease_seconds = worker_id or default_worker_id(), writer, lease_seconds
         self.manifest = open_manifest(self.root / "manifest", writer)
         self.ledger = Ledger(self.manifest.cache)

@@ -38,10 +38,11 @@ MAX_PENDING_BYTES = 512 * 1024 * 1024
 
 class SsdTier:
     def __init__(self, root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str],
-                 prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES, worker_id: str = ""):
+                 prefix_rounds: int, max_pending_bytes: int = MAX_PENDING_BYTES, worker_id: str = "",
+                 min_free_bytes: int = 0):
         self.chunk_tokens, self.prefix_rounds, self.max_pending_bytes = chunk_tokens, prefix_rounds, max_pending_bytes
         self.store, records, self.orphans_removed = open_store(root, chunk_tokens, capacity_bytes, state_format,
-                                                               worker_id)
+                                                               worker_id, min_free_bytes)
         self.name = "ssd"
         self.metrics = SsdMetrics()
         self.lock = threading.Condition(threading.RLock())
@@ -150,23 +151,44 @@ class SsdTier:
                 self.metrics.backup_failures.inc()
 
     def _commit(self, pending: PendingSnapshot, size: int) -> None:
+        committed = False
         try:
             record = self.store.commit(pending)
+            committed = True
             self.metrics.backups.inc()
             self.metrics.backup_bytes.inc(size)
             with self.lock:
                 self.index.add(record)
                 for old in self.index.superseded(record, self.prefix_rounds):
                     self._drop_locked(old)
-                for victim in self.store.over_capacity():
-                    self._drop_locked(victim)
-                    self.metrics.evictions.inc()
+                self._evict_over_capacity()
         finally:
             with self.lock:
                 self.pins.subtract(pending.keys)
                 self.pending_bytes -= size
                 self.lock.notify_all()
+            if not committed:
+                self._clean_up_after_failure(pending)
             self._update_gauges()
+
+    def _evict_over_capacity(self) -> None:
+        """Drop least recently used snapshots past ``ssd_bytes`` or below ``ssd_min_free_bytes``."""
+        for victim in self.store.over_capacity():
+            self._drop_locked(victim)
+            self.metrics.evictions.inc()
+
+    def _clean_up_after_failure(self, pending: PendingSnapshot) -> None:
+        """After a failed commit (a full disk, most often), delete the chunk files it wrote that
+        nothing references, and make room by the eviction rules: left there, they would keep the
+        disk full and every later commit failing."""
+        try:
+            with self.lock:
+                removed = self.store.sweep_unreferenced(pending.keys, pinned=+self.pins)
+                self._evict_over_capacity()
+            if removed:
+                log.warning("SSD cache: removed %d unreferenced chunk files after a failed backup", removed)
+        except Exception as exc:  # the commit's own error is the one reported
+            log.warning("SSD cache: cleaning up after a failed backup failed too: %s", exc)
 
     def _drop_damaged(self, record: SnapshotRecord, bad_key: Optional[bytes]) -> None:
         with self.lock:
@@ -206,12 +228,14 @@ class SsdTier:
         self.store.close()
 
 
-def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str], worker_id: str = ""):
+def open_store(root: Path, chunk_tokens: int, capacity_bytes: int, state_format: Optional[str], worker_id: str = "",
+               min_free_bytes: int = 0):
     """``(store, its valid records, orphans removed)``, opened and checked. A damaged store is moved
     aside and replaced by an empty one; an unwritable one raises TierUnavailable
     (:func:`kvgate.core.cache.disk_state.open_or_set_aside`)."""
     def checked():
-        store = SsdStore(root, chunk_tokens, capacity_bytes, state_format, worker_id=worker_id)
+        store = SsdStore(root, chunk_tokens, capacity_bytes, state_format, worker_id=worker_id,
+                         min_free_bytes=min_free_bytes)
         try:
             return store, store.load_index(), store.remove_orphans()
         except BaseException:

@@ -12,6 +12,7 @@ from typing import Iterable, Optional
 
 from kvgate.core.cache.namespace import chain_root
 from kvgate.core.cache.snapshot import PendingSnapshot
+from kvgate.plugins.cache_ssd import disk_space
 from kvgate.plugins.cache_ssd.chunk_files import fsync_directory
 from kvgate.plugins.cache_ssd.chunk_format import encode_chunk
 from kvgate.plugins.cache_ssd.records import SnapshotRecord
@@ -125,10 +126,13 @@ class StoreWrites:
         return not any(worker in live and worker != self.worker for worker in self.holders.get(record.id, {}))
 
     def over_capacity(self) -> list[SnapshotRecord]:
-        """Least recently used snapshots to drop so the chunk files fit ``capacity_bytes``: among
-        those this worker holds alone and those only dead workers held."""
+        """Least recently used snapshots to drop so the chunk files fit ``capacity_bytes`` and the
+        file system keeps ``min_free_bytes`` free: among those this worker holds alone and those
+        only dead workers held."""
         self.total_bytes = self.ledger.total_bytes()
         excess = self.total_bytes - self.capacity_bytes
+        if self.min_free_bytes:
+            excess = max(excess, self.min_free_bytes - disk_space.free_bytes(self.root))
         if excess <= 0:
             return []
         live = self.ledger.live_workers()
@@ -145,6 +149,19 @@ class StoreWrites:
                     refs[key] -= 1
                     excess -= self.chunk_sizes.get(key, 0) if refs[key] == 0 else 0
         return victims
+
+    def sweep_unreferenced(self, keys: Iterable[bytes], pinned: Iterable[bytes]) -> int:
+        """Delete the chunk files of ``keys`` that no record references and nothing pins: what a
+        failed commit wrote before it failed (a full disk), deleted at once even while other
+        workers are live (one that wrote the same chunk meanwhile re-checks it when it commits).
+        Then the other orphans (:meth:`remove_orphans`). Returns the files deleted."""
+        keep, removed = set(pinned), 0
+        with self.manifest.transact():
+            for key in set(keys) - keep:
+                if not self.ledger.referenced(key) and self.files.path(key).exists():
+                    self.files.remove(key)
+                    removed += 1
+        return removed + self.remove_orphans(keep)
 
     def clear(self) -> int:
         """Drop every snapshot, whoever holds it (``kvgate cache clear``)."""
