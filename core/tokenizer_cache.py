@@ -24,12 +24,16 @@ from kvgate.core.plugins import collect
 class TokenizerCache(Protocol):
     """Ids of texts for one tokenizer, exactly as its uncached ``encode`` would give them."""
 
-    def encode(self, text: str) -> list[int]:
-        """The ids of non-empty ``text`` (no special tokens added; those written in it are kept)."""
+    def encode(self, text: str, namespace: str = "") -> list[int]:
+        """The ids of non-empty ``text`` (no special tokens added; those written in it are kept).
+
+        Entries are scoped by the cache ``namespace`` (a tenant's, as the KV cache's): a text
+        cached in one namespace is never a hit in another, so no tenant can time another's texts."""
 
     def encode_prompt(self, text: str, namespace: str) -> list[int]:
-        """The ids of a non-empty prompt of cache ``namespace``; may differ from :meth:`encode`
-        only where the cache keeps ids registered for that namespace by :meth:`register_output`."""
+        """The ids of a non-empty prompt of cache ``namespace`` (entries scoped as :meth:`encode`'s);
+        may differ from ``encode`` only where the cache keeps ids registered for that namespace by
+        :meth:`register_output`."""
 
     def register_output(self, namespace: str, prompt: Sequence[int], output: Sequence[int]) -> bool:
         """Offer ``output``, sampled after ``prompt`` in ``namespace``, for later prompts that

@@ -12,6 +12,7 @@ from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_tools
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.http.routing import read_json_object
+from kvgate.core.tenants import scoped_namespace, tenant_of
 from kvgate.core.types import ChatRequest
 
 
@@ -40,6 +41,11 @@ def token_list(body: dict) -> list[int]:
     return tokens
 
 
+def tokenizer_namespace(ctx, request: Request) -> str:
+    """The caller's cache namespace, which scopes the tokenizer cache's entries as the KV cache's."""
+    return scoped_namespace(ctx.pipeline.namespace, tenant_of(request).cache_scope, None)
+
+
 def max_model_len(ctx) -> Optional[int]:
     info = getattr(ctx.pipeline, "model_info", None)
     return getattr(info, "max_context", None) or ctx.config.model.max_context or None
@@ -53,9 +59,10 @@ def tokenize_route(ctx):
         typed(body, "add_special_tokens", bool, "")
         want_strs = typed(body, "return_token_strs", bool, "", default=False)
         text = prompt_text(ctx, body, model)
-        ctx.pipeline.check_prompt_chars(text)  # a text no context could hold is refused untokenized
+        # a text no context could hold is refused untokenized, or after counting a context's worth
+        await anyio.to_thread.run_sync(ctx.pipeline.check_prompt_chars, text)
         service = ctx.tokenizer_service
-        ids = await anyio.to_thread.run_sync(service.encode, text)
+        ids = await anyio.to_thread.run_sync(service.encode, text, tokenizer_namespace(ctx, request))
         strs: Any = [service.tokenizer.id_to_token(i) for i in ids] if want_strs else None
         answer = {"count": len(ids), "max_model_len": max_model_len(ctx), "tokens": ids, "token_strs": strs}
         return Response(answer, media_type="application/json")

@@ -124,20 +124,21 @@ class TokenizerService:
         """The cache in front of the current tokenizer, None when the service has none."""
         return self._loaded.cache
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, namespace: str = "") -> list[int]:
+        """The ids of ``text``; the cache's entries are scoped by cache ``namespace`` (a tenant's)."""
         cache = self._cache_for(text)
         if not text:
             return []
         with lone_surrogates_refused():
             if cache is None:
                 return encode_text(self._loaded.tokenizer, text).ids
-            return cache.encode(text)
+            return cache.encode(text, namespace)
 
     def encode_prompt(self, text: str, namespace: str) -> list[int]:
         """``encode(text)``, except where the cache keeps ids registered for ``namespace``."""
         cache = self._cache_for(text)
         if cache is None or not text:
-            return self.encode(text)
+            return self.encode(text, namespace)
         with lone_surrogates_refused():
             return cache.encode_prompt(text, namespace)
 

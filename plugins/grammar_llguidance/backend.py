@@ -19,6 +19,7 @@ from kvgate.core.fence.grammar import Node, json_node
 from kvgate.core.fence.mask import bitmask_words
 from kvgate.core.fence.tokens import TokenizerInfo
 from kvgate.plugins.grammar_llguidance.lark import to_lark
+from kvgate.plugins.grammar_llguidance.trial import first_steps_error
 
 TEMPLATE_CACHE_SIZE = 128
 # JSON Schema keywords llguidance 1.9 refuses ("Unimplemented keys"): the fence drops them (a superset)
@@ -71,7 +72,7 @@ class LlgMatcher:
         return self.inner.is_stopped()
 
     def error(self) -> str:
-        return self.inner.get_error()
+        return short(self.inner.get_error())  # one line: never the grammar listing, which may reach a client
 
 
 class LlgBackend:
@@ -86,6 +87,7 @@ class LlgBackend:
         except Exception as exc:  # llguidance reports unsupported tokenizers as plain exceptions
             raise FenceError(f"llguidance cannot use this tokenizer: {exc}") from None
         self.templates: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
+        self.refused: OrderedDict[str, str] = OrderedDict()  # grammar text -> why its first steps fail
         self.lock = threading.Lock()
 
     def lark(self, grammar: Node) -> str:
@@ -106,10 +108,20 @@ class LlgBackend:
         return LlgMatcher(template.deep_copy())
 
     def compile(self, text: str) -> llguidance.LLMatcher:
-        matcher = self.build(text)
-        if matcher.is_error():
-            raise FenceRequestError(f"the requested constraint cannot be compiled: {short(matcher.get_error())}",
-                                    param="tools")
+        """The template of ``text``, tried on its first steps; a failure is remembered, so every
+        retry gets the same 400 at once."""
+        with self.lock:
+            error = self.refused.get(text)
+        matcher = None
+        if error is None:
+            matcher = self.build(text)
+            error = matcher.get_error() if matcher.is_error() else first_steps_error(matcher, self.info.vocab_size)
+        if error:
+            with self.lock:
+                self.refused[text] = error
+                while len(self.refused) > TEMPLATE_CACHE_SIZE:
+                    self.refused.popitem(last=False)
+            raise FenceRequestError(f"the requested constraint cannot be compiled: {short(error)}", param="tools")
         return matcher
 
     def build(self, text: str) -> llguidance.LLMatcher:

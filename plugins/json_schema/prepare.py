@@ -4,9 +4,11 @@
 schema against the JSON Schema meta-schema (short 400 when it is not one), normalises what
 constrains nothing away, relaxes what the grammar backend cannot enforce
 (:mod:`kvgate.plugins.json_schema.normalize`), unrolls recursion
-(:mod:`kvgate.plugins.json_schema.refs`) and test-compiles the result alone. If even that fails,
-the schema falls back to its ``type``, the nearest superset left. Results are cached by the
-schema's hash, so an agent's repeated tool list is prepared once; each relaxation is logged once,
+(:mod:`kvgate.plugins.json_schema.refs`) and test-compiles the result alone. If that fails, the
+numeric keywords the backend cannot express are dropped (:mod:`kvgate.plugins.json_schema.numbers`),
+keeping ``type``, ``properties``, ``required`` and the rest; a schema that still does not compile is
+refused with a 400 -- never reduced to a bare type whose calls would break ``required``. Results
+are cached by the schema's hash, so an agent's repeated tool list is prepared once; each relaxation is logged once,
 when first seen.
 
 A schema past the cheap size limits (:mod:`kvgate.plugins.json_schema.limits`) is refused first.
@@ -30,11 +32,13 @@ import attrs
 from kvgate.core.config import FenceConfig
 from kvgate.core.fence.backend import GrammarBackend
 from kvgate.core.fence.cancel import checkpoint
+from kvgate.core.fence.errors import FenceRequestError
 from kvgate.core.fence.schema import tool_parameters
 from kvgate.core.types import ChatRequest, ResponseFormat
 from kvgate.plugins.json_schema.check import check_schema
 from kvgate.plugins.json_schema.limits import check_limits, check_request_limits
 from kvgate.plugins.json_schema.normalize import Rules, normalize
+from kvgate.plugins.json_schema.numbers import drop_unenforceable_numbers
 from kvgate.plugins.json_schema.refs import bound_recursion
 
 log = logging.getLogger("kvgate.fence")
@@ -53,13 +57,14 @@ def build_preparer(backend: GrammarBackend, fence_config: FenceConfig) -> "JsonS
 
 
 class JsonSchemaPreparer:
-    """One backend's schema preparer, with its caches of prepared schemas and probed patterns."""
+    """One backend's schema preparer, with its caches of prepared schemas and of probed small
+    schemas (patterns, numeric keywords)."""
 
     def __init__(self, backend: GrammarBackend, depth: int = 5, max_pattern_chars: int = 4096):
         self.backend = backend
         self.depth, self.max_pattern_chars = depth, max_pattern_chars
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
-        self.patterns: OrderedDict[str, str] = OrderedDict()
+        self.probes: OrderedDict[str, str] = OrderedDict()  # probed small schema (JSON) -> its error
         self.lock = threading.Lock()
 
     def prepare_request(self, request: ChatRequest) -> tuple[ChatRequest, list[str]]:
@@ -115,23 +120,31 @@ class JsonSchemaPreparer:
             rules.notes.append(f"recursive $ref unrolled {self.depth} levels deep (any value below)")
         error = self.schema_error(out)
         if error:
-            kind = out.get("type") if isinstance(out, dict) else None
-            out = {"type": kind} if kind else {}
-            rules.notes.append(f"schema enforced as {json.dumps(out)} only (engine: {error.splitlines()[0][:100]})")
+            out = drop_unenforceable_numbers(out, self.probe_error, rules.notes)
+            checkpoint()
+            error = self.schema_error(out)
+        if error:
+            raise FenceRequestError(f"{where}: the grammar engine cannot enforce this schema "
+                                    f"({error.splitlines()[0][:160]}); simplify it", param=param)
         return Prepared(out, tuple(rules.notes))
 
     def schema_error(self, schema: Any) -> str:
         return self.backend.schema_error(schema)
 
     def pattern_error(self, pattern: str) -> str:
+        return self.probe_error({"type": "string", "pattern": pattern})
+
+    def probe_error(self, schema: dict) -> str:
+        """Why the small ``schema`` alone does not compile (one line), or ''; cached."""
+        key = json.dumps(schema, sort_keys=True)
         with self.lock:
-            if pattern in self.patterns:
-                return self.patterns[pattern]
+            if key in self.probes:
+                return self.probes[key]
         checkpoint()  # each probe is a compile: a cancelled build stops between them
-        error = self.schema_error({"type": "string", "pattern": pattern})
+        error = self.schema_error(schema)
         error = error.splitlines()[0] if error else ""
         with self.lock:
-            self.patterns[pattern] = error
-            while len(self.patterns) > CACHE_SIZE:
-                self.patterns.popitem(last=False)
+            self.probes[key] = error
+            while len(self.probes) > CACHE_SIZE:
+                self.probes.popitem(last=False)
         return error

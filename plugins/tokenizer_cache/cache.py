@@ -8,6 +8,10 @@
   and one entry is added at the input's deepest boundary if it lies past the match. Bounded by
   ``l1_max_bytes``. An input without boundary tokens always misses.
 
+Both layers key their entries by the caller's cache namespace (a tenant's) as well as the text: one
+tenant's texts are never a hit for another, so none can time ``count_tokens`` to learn whether
+another recently sent a text (issue 31, finding 8).
+
 Tokenization runs outside the lock; only cache reads and writes are serialized.
 """
 
@@ -46,25 +50,26 @@ class TokenizerCache:
         self._boundary_ids = frozenset(boundary_tokens.values())
         self._stats = {"l0": _LayerStats(), "l1": _LayerStats()}
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, namespace: str = "") -> list[int]:
         if self._l0 is None:
-            return self._through_l1(text)
+            return self._through_l1(text, namespace)
+        key = (namespace, text)
         with self._lock:
-            cached = self._l0.get(text)
+            cached = self._l0.get(key)
         self._record("l0", cached is not None, cached[1] if cached else 0)
         if cached is not None:
             return cached[0].tolist()
-        ids = self._through_l1(text)
+        ids = self._through_l1(text, namespace)
         size = len(text.encode("utf-8", "surrogatepass"))
         entry = (array("I", ids), size)
         with self._lock:
-            self._evicted("l0", self._l0.put(text, entry, size + 4 * len(ids)))
+            self._evicted("l0", self._l0.put(key, entry, size + len(namespace) + 4 * len(ids)))
         return ids
 
-    def _through_l1(self, text: str) -> list[int]:
+    def _through_l1(self, text: str, namespace: str) -> list[int]:
         if self._l1 is None:
             return self._encode(text).ids
-        bounds = self._l1.boundaries(text)
+        bounds = self._l1.boundaries(text, namespace)
         with self._lock:
             match = self._l1.longest_match(bounds) if bounds else None
         if match is None:

@@ -1,6 +1,7 @@
 """L1: token ids of input prefixes that end right after a special token.
 
-An entry is keyed by the BLAKE2b digest of the prefix's UTF-8 bytes and holds the prefix's token
+An entry is keyed by the BLAKE2b digest of the cache namespace and the prefix's UTF-8 bytes (so
+one namespace's prefixes never match another's) and holds the prefix's token
 ids (4 bytes each). Its cost is SMG's -- the prefix's length in bytes plus 4 bytes per token --
 plus a fixed ``ENTRY_OVERHEAD_BYTES`` for the Python objects around it, so the byte budget bounds
 the memory really held (the prefix text itself is not kept, only its digest).
@@ -24,11 +25,13 @@ class Boundaries:
 
     __slots__ = ("ends", "byte_ends", "digests", "index_of_end")
 
-    def __init__(self, text: str, ends: list[int]):
+    def __init__(self, text: str, ends: list[int], namespace: str = ""):
         self.ends = ends
         self.byte_ends: list[int] = []
         self.digests: list[bytes] = []
         hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
+        scope = namespace.encode("utf-8", "surrogatepass")
+        hasher.update(len(scope).to_bytes(8, "little") + scope)  # length first: no prefix is ambiguous
         start = size = 0
         for end in ends:
             chunk = text[start:end].encode("utf-8", "surrogatepass")
@@ -59,12 +62,12 @@ class L1Cache:
     def capacity_bytes(self) -> int:
         return self._lru.capacity
 
-    def boundaries(self, text: str) -> Optional[Boundaries]:
-        """Split points of ``text``, or None when it holds no boundary token."""
+    def boundaries(self, text: str, namespace: str = "") -> Optional[Boundaries]:
+        """Split points of ``text`` in cache ``namespace``, or None when it holds no boundary token."""
         if self._pattern is None:
             return None
         ends = [match.end() for match in self._pattern.finditer(text)]
-        return Boundaries(text, ends) if ends else None
+        return Boundaries(text, ends, namespace) if ends else None
 
     def longest_match(self, bounds: Boundaries) -> Optional[tuple[int, array]]:
         """(boundary index, prefix ids) of the deepest cached boundary, or None."""

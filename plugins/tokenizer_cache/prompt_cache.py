@@ -47,27 +47,27 @@ class PromptCache:
         """Special token -> why L1 does not split at it."""
         return dict(self._refused)
 
-    def encode(self, text: str) -> list[int]:
-        return self._layers.encode(text)
+    def encode(self, text: str, namespace: str = "") -> list[int]:
+        return self._layers.encode(text, namespace)
 
     def encode_prompt(self, text: str, namespace: str) -> list[int]:
         """``encode(text)``, except that each run between boundary tokens whose text is an output
         registered in ``namespace`` gets the ids registered for it."""
         if self._pattern is None or not self._outputs.holds(namespace):
-            return self.encode(text)
+            return self.encode(text, namespace)
         ids: list[int] = []
         done = 0
         for start, end in segment_spans(self._pattern, text):
             reused = self._outputs.get(namespace, text[start:end])
             if reused is None:
                 continue
-            ids += self._encode_piece(text[done:start]) + reused
+            ids += self._encode_piece(text[done:start], namespace) + reused
             done = end
             self._metrics.output_reused(len(reused))
-        return ids + self._encode_piece(text[done:])
+        return ids + self._encode_piece(text[done:], namespace)
 
-    def _encode_piece(self, text: str) -> list[int]:
-        return self.encode(text) if text else []
+    def _encode_piece(self, text: str, namespace: str) -> list[int]:
+        return self.encode(text, namespace) if text else []
 
     def register_output(self, namespace: str, prompt: Sequence[int], output: Sequence[int]) -> bool:
         """Remember ``output`` (sampled after ``prompt``) as the ids of the run a resent turn will

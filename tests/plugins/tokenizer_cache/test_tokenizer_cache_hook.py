@@ -28,21 +28,22 @@ class ExactTextCache:
 
     def __init__(self, setup: TokenizerCacheSetup):
         self.encode_plain = setup.encode
-        self.entries: dict[str, list[int]] = {}
+        self.entries: dict[tuple[str, str], list[int]] = {}
         self.hits = 0
         self.prompt_namespaces: list[str] = []
         self.outputs: list[str] = []
 
-    def encode(self, text: str) -> list[int]:
-        if text in self.entries:
+    def encode(self, text: str, namespace: str = "") -> list[int]:
+        key = (namespace, text)
+        if key in self.entries:
             self.hits += 1
         else:
-            self.entries[text] = self.encode_plain(text).ids
-        return list(self.entries[text])
+            self.entries[key] = self.encode_plain(text).ids
+        return list(self.entries[key])
 
     def encode_prompt(self, text: str, namespace: str) -> list[int]:
         self.prompt_namespaces.append(namespace)
-        return self.encode(text)
+        return self.encode(text, namespace)
 
     def register_output(self, namespace: str, prompt, output) -> bool:
         self.outputs.append(namespace)
