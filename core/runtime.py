@@ -72,6 +72,7 @@ class ModelInfo:
     device: str
     has_vision: bool = False
     sampling_defaults: dict[str, float] = attrs.field(factory=dict)  # from generation_config.json
+    max_output_tokens: int = 0  # the model's own output clamp (0: none); [model] max_output_tokens overrides
 
 
 @attrs.define(eq=False)

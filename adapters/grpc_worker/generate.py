@@ -90,7 +90,8 @@ async def generate(pipeline, request: pb.GenerateRequest, running: dict[str, Seq
     check_options(request)
     params = request.sampling_params
     prompt = prompt_ids(request, runtime)
-    budget = token_budget(params, len(prompt), runtime.info.max_context, pipeline.config.engine.default_max_tokens)
+    budget = pipeline.output_cap.clamped(token_budget(params, len(prompt), runtime.info.max_context,
+                                                      pipeline.config.engine.default_max_tokens))
     fence = await fence_of(pipeline, params)
     stops = frozenset() if params.ignore_eos else frozenset(runtime.info.eos_token_ids) | set(params.stop_token_ids)
     sampling = sampling_of(params)

@@ -21,7 +21,7 @@ from kvgate.core.runtime import ModelInfo, ModelSource
 from kvgate.core.pipeline.sampling_defaults import valid_defaults
 from kvgate.models import gguf_cache
 from kvgate.models.fp8_blocks import dequantize_checkpoint
-from kvgate.models.embedded import EMBEDDED_CONTEXT, is_embedded
+from kvgate.models.embedded import EMBEDDED_CONTEXT, declare_embedded_defaults, is_embedded
 from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_or_none, load_weights, max_context,
                                      read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
 from kvgate.models.gguf_quant import gather_parts
@@ -119,8 +119,12 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     if source.kind == "hf":
         return load_hf_directory(source.path, model_config, engine_config, progress, family=family, weight_format=fmt)
     directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress, fmt)
-    default_context = EMBEDDED_CONTEXT if is_embedded(source.path) else 0
-    return load_hf_directory(str(directory), model_config, engine_config, progress, default_context, family, fmt)
+    embedded = is_embedded(source.path)
+    runtime = load_hf_directory(str(directory), model_config, engine_config, progress,
+                                EMBEDDED_CONTEXT if embedded else 0, family, fmt)
+    if embedded:
+        declare_embedded_defaults(runtime.info)
+    return runtime
 
 
 def quantizable(family: Family) -> bool:

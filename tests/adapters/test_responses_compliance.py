@@ -19,6 +19,7 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
+from kvgate.models.embedded import EMBEDDED_SAMPLING
 from tests.adapters.test_responses_render import check_event_stream, parse_sse, sdk_final_response
 from tests.harness import ServerProcess
 
@@ -67,7 +68,8 @@ def check_fields(response: dict) -> dict:
 
 def test_defaults_applied_are_reported_never_null(server):
     response = check_fields(post(server, {**SHORT, "input": "Say hello."}).json())
-    assert (response["temperature"], response["top_p"], response["top_logprobs"]) == (1.0, 1.0, 0)
+    applied = (EMBEDDED_SAMPLING["temperature"], EMBEDDED_SAMPLING["top_p"], 0)  # the embedded model's own
+    assert (response["temperature"], response["top_p"], response["top_logprobs"]) == applied
     assert (response["presence_penalty"], response["frequency_penalty"]) == (0.0, 0.0)
     assert (response["background"], response["service_tier"], response["max_tool_calls"]) == (False, "default", None)
     assert response["text"] == {"format": {"type": "text"}}

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from kvgate.models.embedded import EMBEDDED_MAX_OUTPUT_TOKENS
 from tests.adapters.test_responses_render import check_event_stream, parse_sse
 from tests.harness import ServerProcess
 
@@ -155,14 +156,16 @@ def first_sse_response(server, body) -> dict:
 
 
 def test_the_output_cap_applied_is_reported(server):
-    """No ``max_output_tokens``: the response ran under ``[engine] default_max_tokens`` (4096) and says so."""
+    """No ``max_output_tokens``: the response ran under ``[engine] default_max_tokens`` (4096) held to
+    the embedded model's output clamp, and says so."""
     body = {**MODEL, "temperature": 0, "input": "Tell me a long story."}
-    assert first_sse_response(server, body)["max_output_tokens"] == 4096
+    assert first_sse_response(server, body)["max_output_tokens"] == EMBEDDED_MAX_OUTPUT_TOKENS
     assert first_sse_response(server, {**body, "max_output_tokens": 21})["max_output_tokens"] == 21
     with connect(server.base_url.replace("http://", "ws://") + "/v1/responses") as socket:
         socket.send(json.dumps({"type": "response.create", **body}))
         frame = json.loads(socket.recv(timeout=180))
-    assert frame["type"] == "response.created" and frame["response"]["max_output_tokens"] == 4096
+    assert frame["type"] == "response.created"
+    assert frame["response"]["max_output_tokens"] == EMBEDDED_MAX_OUTPUT_TOKENS
     done = post(server, {**SHORT, "input": "Say hi."}).json()
     assert done["max_output_tokens"] == 8
     assert httpx.get(f"{server.base_url}/v1/responses/{done['id']}").json()["max_output_tokens"] == 8
