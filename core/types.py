@@ -43,15 +43,28 @@ class Message:
     is_error: bool = False
 
 
+@attrs.frozen
+class InputFormat:
+    """What a custom tool's raw-text input must match: any text (``syntax`` "text"), or the
+    ``definition`` of a "lark" or "regex" grammar."""
+
+    syntax: Literal["text", "lark", "regex"] = "text"
+    definition: str = ""
+
+
 @attrs.define
 class Tool:
-    """A function the model may call. ``parameters`` is a JSON Schema object."""
+    """A function the model may call. ``parameters`` is a JSON Schema object.
+
+    A custom (freeform) tool has ``custom`` set: the model sees a function with one string
+    parameter ``input`` (:mod:`kvgate.adapters.custom_tools`) and clients get its raw text."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     namespace: Optional[str] = None
     strict: bool = False
+    custom: Optional[InputFormat] = None
 
     @property
     def qualified_name(self) -> str:

@@ -3,6 +3,7 @@
 With ``logprobs: true``, ``choices[0].logprobs`` is ``{"content": [{"token", "logprob", "bytes",
 "top_logprobs": [{"token", "logprob", "bytes"}, ...]}, ...], "refusal": null}``: every token whose
 text went to ``message.content``, in order (reasoning and tool-call tokens have none).
+A call of a custom tool is ``{id, type: "custom", custom: {name, input}}``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kvgate.adapters.openai_chat.messages import CALL_PREFIX
 from kvgate.adapters.openai_chat.render import (
     ResponseMeta, extension, finish_reason, log_issue, logprobs_object, merge_issues, usage_object, wire_tool_name,
 )
+from kvgate.adapters.custom_tools import input_of
 from kvgate.core.types import (
     Event, Finished, ParseIssue, ReasoningDelta, TextDelta, TokenLogprob, ToolCallArgsDelta, ToolCallEnd,
     ToolCallStart,
@@ -27,6 +29,7 @@ class CollectedCall:
     name: str
     arguments: str = ""
     final: Optional[str] = None
+    custom: bool = False
 
 
 @attrs.define
@@ -48,7 +51,9 @@ class Collected:
         elif isinstance(event, ReasoningDelta):
             self.reasoning.append(event.text)
         elif isinstance(event, ToolCallStart):
-            self.calls[event.index] = CollectedCall(CALL_PREFIX + event.id, wire_tool_name(event.name, event.namespace))
+            name = wire_tool_name(event.name, event.namespace)
+            self.calls[event.index] = CollectedCall(CALL_PREFIX + event.id, name,
+                                                    custom=name in self.meta.custom_tools)
         elif isinstance(event, ToolCallArgsDelta) and event.index in self.calls:
             self.calls[event.index].arguments += event.text
         elif isinstance(event, ToolCallEnd) and event.index in self.calls:
@@ -91,4 +96,6 @@ def completion_object(collected: Collected) -> dict[str, Any]:
 
 def tool_call_object(call: CollectedCall) -> dict[str, Any]:
     arguments = call.final if call.final is not None else call.arguments
+    if call.custom:
+        return {"id": call.id, "type": "custom", "custom": {"name": call.name, "input": input_of(arguments)}}
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}

@@ -6,7 +6,8 @@
   text only, and the message says so plainly (and that the model has no vision when it has none).
 * Tool-call ids lose their ``call_`` prefix (the prefix this adapter adds when rendering), both in
   ``assistant.tool_calls[].id`` and in ``tool.tool_call_id``, so a replayed id equals the pipeline's.
-* ``arguments`` is kept as the exact string the client sent.
+* ``arguments`` is kept as the exact string the client sent; a ``custom`` tool call's ``input``
+  becomes the arguments the model wrote for it (``{"input": ...}``, :mod:`kvgate.adapters.custom_tools`).
 * The legacy ``function`` role is a 400 pointing at ``tool``.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.adapters.openai_chat.fields import element, join, typed
+from kvgate.adapters.custom_tools import input_arguments
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import Message, ToolCall
 
@@ -99,10 +101,15 @@ def assistant_message(item: dict, path: str, has_vision: bool) -> Message:
 def tool_call(raw: Any, path: str) -> ToolCall:
     element(raw, dict, path)
     kind = typed(raw, "type", str, path, default="function")
-    if kind != "function":
-        raise InvalidRequest(f"Invalid value for '{join(path, 'type')}': {kind!r}. Only 'function' tool calls "
-                             "are supported.", param=join(path, "type"))
+    if kind not in ("function", "custom"):
+        raise InvalidRequest(f"Invalid value for '{join(path, 'type')}': {kind!r}. Supported tool call types "
+                             "are 'function' and 'custom'.", param=join(path, "type"))
     call_id = typed(raw, "id", str, path, required=True)
+    if kind == "custom":
+        custom = typed(raw, "custom", dict, path, required=True)
+        cpath = join(path, "custom")
+        return ToolCall(id=strip_call_prefix(call_id), name=typed(custom, "name", str, cpath, required=True),
+                        arguments=input_arguments(typed(custom, "input", str, cpath, required=True)))
     function = typed(raw, "function", dict, path, required=True)
     fpath = join(path, "function")
     name = typed(function, "name", str, fpath, required=True)

@@ -34,13 +34,15 @@ class ResponseMeta:
     named_tool_choice: bool = False
     include_usage: bool = False
     logprobs: bool = False  # the request asked for them
+    custom_tools: frozenset = frozenset()  # names of the request's custom tools (their calls are "custom")
 
 
 def new_meta(model: str, request: ChatRequest, include_usage: bool = False) -> ResponseMeta:
     # allowed_tools narrowed to one tool is a named choice internally, but not one the client named
     named = request.tool_choice.mode == "named" and not request.extra.get("allowed_tools")
     return ResponseMeta(id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=model,
-                        named_tool_choice=named, include_usage=include_usage, logprobs=request.sampling.logprobs)
+                        named_tool_choice=named, include_usage=include_usage, logprobs=request.sampling.logprobs,
+                        custom_tools=frozenset(tool.name for tool in request.tools if tool.custom is not None))
 
 
 def finish_reason(reason: str, made_tool_calls: bool, named_tool_choice: bool) -> str:

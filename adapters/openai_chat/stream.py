@@ -15,6 +15,8 @@ Sequence (every chunk repeats the same ``id``, ``object``, ``created`` and ``mod
 
 ``role`` is sent once; a tool call's ``id``/``type``/``name`` only in its first fragment. If a
 ``ToolCallEnd`` carries more argument text than was streamed, the rest is sent before finishing.
+A custom tool's call streams ``{"index", "id", "type": "custom", "custom": {"name", "input": ""}}``
+then ``{"index", "custom": {"input": "..."}}`` fragments of its decoded input text.
 Errors after the headers are ``data: {"error": {...}}`` followed by ``[DONE]``.
 
 ``logprobs`` is null on every chunk unless the request asked for them; then each ``content`` chunk
@@ -36,6 +38,7 @@ from kvgate.adapters.openai_chat.render import (
     ResponseMeta, extension, finish_reason, generation_failed_message, log, log_issue, logprobs_object,
     merge_issues, usage_object, wire_tool_name,
 )
+from kvgate.adapters.custom_tools import InputDecoder
 from kvgate.core.errors import KvgateError
 from kvgate.core.http.routing import openai_error_body, sse_event
 from kvgate.core.types import (
@@ -54,6 +57,7 @@ class ChunkRenderer:
         self.meta = meta
         self.role_sent = False
         self.streamed_args: dict[int, str] = {}
+        self.decoders: dict[int, InputDecoder] = {}  # custom calls' input, by call index
         self.issues: list[ParseIssue] = []
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None,
@@ -85,6 +89,11 @@ class ChunkRenderer:
         return [sse_event(self.chunk({"role": "assistant", "content": ""}))]
 
     def _tool_frames(self, event: Event) -> list[bytes]:
+        if isinstance(event, ToolCallStart) and wire_tool_name(event.name, event.namespace) in self.meta.custom_tools:
+            self.streamed_args[event.index], self.decoders[event.index] = "", InputDecoder()
+            fragment = {"index": event.index, "id": CALL_PREFIX + event.id, "type": "custom",
+                        "custom": {"name": wire_tool_name(event.name, event.namespace), "input": ""}}
+            return [sse_event(self.chunk({"tool_calls": [fragment]}))]
         if isinstance(event, ToolCallStart):
             self.streamed_args[event.index] = ""
             fragment = {"index": event.index, "id": CALL_PREFIX + event.id, "type": "function",
@@ -93,12 +102,21 @@ class ChunkRenderer:
         if event.index not in self.streamed_args:
             log.warning("%s: tool-call event for unknown index %d dropped", self.meta.id, event.index)
             return []
+        if event.index in self.decoders:
+            return self._custom_frames(event)
         sent = self.streamed_args[event.index]
         text = event.text if isinstance(event, ToolCallArgsDelta) else self._unsent_tail(event.index, event.arguments)
         if not text:
             return []
         self.streamed_args[event.index] = sent + text
         return [sse_event(self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": text}}]}))]
+
+    def _custom_frames(self, event: Event) -> list[bytes]:
+        decoder = self.decoders[event.index]
+        text = decoder.feed(event.text) if isinstance(event, ToolCallArgsDelta) else decoder.finish(event.arguments)
+        if not text:
+            return []
+        return [sse_event(self.chunk({"tool_calls": [{"index": event.index, "custom": {"input": text}}]}))]
 
     def _finish_frames(self, finished: Finished) -> list[bytes]:
         if finished.reason == "error":

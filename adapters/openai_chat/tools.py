@@ -1,8 +1,10 @@
 """Chat Completions ``tools``, ``tool_choice`` and ``response_format`` -> canonical types.
 
-* Only ``function`` tools are accepted. ``custom`` (free-form grammar) tools are a 400: their calls
-  carry raw text rather than JSON arguments, which the canonical tool call cannot express.
-* ``tool_choice``: ``none`` / ``auto`` / ``required`` / ``{type:function, function:{name}}``; the
+* ``function`` and ``custom`` tools (``{type:"custom", custom:{name, description, format: {type:
+  "text"} | {type: "grammar", grammar: {syntax: "lark"|"regex", definition}}}}``, canonical custom
+  tools: :mod:`kvgate.adapters.custom_tools`); a grammar that cannot be enforced is a 400 naming it.
+* ``tool_choice``: ``none`` / ``auto`` / ``required`` / ``{type:function, function:{name}}`` /
+  ``{type:custom, custom:{name}}``; the
   default is ``auto`` with tools and ``none`` without. ``{type:allowed_tools, allowed_tools:{mode,
   tools}}`` keeps every tool in the prompt (prefix stability), sets the mode, and lists the allowed
   names in ``ChatRequest.extra["allowed_tools"]`` for the fence; a single allowed tool under
@@ -14,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.adapters.openai_chat.fields import choice, element, join, typed
+from kvgate.adapters.custom_tools import custom_tool
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import ResponseFormat, Tool, ToolChoice
+from kvgate.core.types import InputFormat, ResponseFormat, Tool, ToolChoice
 
 
 def convert_tools(raw: Any) -> list[Tool]:
@@ -36,11 +39,10 @@ def convert_tool(item: Any, path: str) -> Tool:
     element(item, dict, path)
     kind = typed(item, "type", str, path, default="function")
     if kind == "custom":
-        raise InvalidRequest(f"'{path}' is a custom tool; this server supports only 'function' tools "
-                             "(declare a function tool with a string parameter instead).", param=join(path, "type"))
+        return convert_custom_tool(typed(item, "custom", dict, path, required=True), join(path, "custom"))
     if kind != "function":
         raise InvalidRequest(f"Invalid value for '{join(path, 'type')}': {kind!r}. Supported values are: "
-                             "'function'.", param=join(path, "type"))
+                             "'function', 'custom'.", param=join(path, "type"))
     function = typed(item, "function", dict, path, required=True)
     fpath = join(path, "function")
     name = typed(function, "name", str, fpath, required=True)
@@ -50,6 +52,22 @@ def convert_tool(item: Any, path: str) -> Tool:
     return Tool(name=name, description=typed(function, "description", str, fpath, default=""),
                 parameters=parameters if parameters is not None else {"type": "object", "properties": {}},
                 strict=bool(typed(function, "strict", bool, fpath, default=False)))
+
+
+def convert_custom_tool(custom: dict, path: str) -> Tool:
+    name = typed(custom, "name", str, path, required=True)
+    if not name:
+        raise InvalidRequest(f"'{join(path, 'name')}' must not be empty.", param=join(path, "name"))
+    fmt = typed(custom, "format", dict, path, default=None)
+    fpath = join(path, "format")
+    kind = choice(fmt, "type", ("text", "grammar"), fpath, default="text") if fmt is not None else "text"
+    grammar = InputFormat()
+    if kind == "grammar":
+        spec = typed(fmt, "grammar", dict, fpath, required=True)
+        gpath = join(fpath, "grammar")
+        grammar = InputFormat(typed(spec, "syntax", str, gpath, required=True),
+                              typed(spec, "definition", str, gpath, required=True))
+    return custom_tool(name, typed(custom, "description", str, path, default=""), grammar)
 
 
 def convert_tool_choice(raw: Any, tools: list[Tool]) -> tuple[ToolChoice, list[str]]:
@@ -65,7 +83,10 @@ def convert_tool_choice(raw: Any, tools: list[Tool]) -> tuple[ToolChoice, list[s
     element(raw, dict, "tool_choice")
     kind = choice(raw, "type", ("function", "allowed_tools", "custom"), "tool_choice", default="function")
     if kind == "custom":
-        raise InvalidRequest("Custom tools are not supported; name a function tool.", param="tool_choice.type")
+        custom = typed(raw, "custom", dict, "tool_choice", required=True)
+        name = typed(custom, "name", str, "tool_choice.custom", required=True)
+        _require_known(name, names, "tool_choice.custom.name")
+        return ToolChoice(mode="named", name=name), []
     if kind == "function":
         function = typed(raw, "function", dict, "tool_choice", required=True)
         name = typed(function, "name", str, "tool_choice.function", required=True)
@@ -82,9 +103,10 @@ def allowed_tools_choice(raw: dict, names: set[str]) -> tuple[ToolChoice, list[s
     for i, entry in enumerate(typed(spec, "tools", list, path, required=True)):
         epath = join(join(path, "tools"), i)
         element(entry, dict, epath)
-        function = typed(entry, "function", dict, epath, required=True)
-        name = typed(function, "name", str, join(epath, "function"), required=True)
-        _require_known(name, names, join(join(epath, "function"), "name"))
+        key = "custom" if entry.get("type") == "custom" else "function"
+        function = typed(entry, key, dict, epath, required=True)
+        name = typed(function, "name", str, join(epath, key), required=True)
+        _require_known(name, names, join(join(epath, key), "name"))
         allowed.append(name)
     if not allowed:
         raise InvalidRequest(f"'{path}.tools' must name at least one tool.", param=f"{path}.tools")

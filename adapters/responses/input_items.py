@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 from typing import Any, Optional
 
 import attrs
 
+from kvgate.adapters.custom_tools import input_arguments
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import Message, Tool, ToolCall
 from kvgate.adapters.responses.compaction_item import summary_message_text
@@ -137,7 +137,9 @@ def _add_item(item: dict, where: str, out: ConvertedInput, has_vision: bool) -> 
     elif kind == "function_call":
         _open_assistant(messages, lambda m: True).tool_calls.append(_tool_call(item, where, item.get("arguments")))
     elif kind == "custom_tool_call":
-        arguments = json.dumps({"input": item.get("input", "")}, ensure_ascii=False)
+        if not isinstance(item.get("input"), str):
+            raise InvalidRequest(f"{where}.input must be a string.", param=f"{where}.input")
+        arguments = input_arguments(item["input"])  # what the model wrote for it
         _open_assistant(messages, lambda m: True).tool_calls.append(_tool_call(item, where, arguments))
     elif kind in ("function_call_output", "custom_tool_call_output"):
         messages.append(_tool_output(item, where, messages, has_vision))

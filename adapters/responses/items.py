@@ -7,6 +7,8 @@ reasoning:     output_item.added, content_part.added{reasoning_text}, reasoning_
                reasoning_text.done, content_part.done, output_item.done
 function_call: output_item.added, function_call_arguments.delta..., function_call_arguments.done,
                output_item.done
+custom_tool_call: output_item.added, custom_tool_call_input.delta..., custom_tool_call_input.done,
+               output_item.done (the deltas are the decoded input text, not the model's JSON)
 """
 
 from __future__ import annotations
@@ -22,14 +24,19 @@ from kvgate.core.types import TokenLogprob
 
 @attrs.define
 class OpenItem:
-    kind: str  # "message" | "reasoning" | "function_call"
+    kind: str  # "message" | "reasoning" | "function_call" | "custom_tool_call"
     id: str
     output_index: int = 0
-    text: str = ""  # message text, reasoning text or call arguments so far
+    text: str = ""  # message text, reasoning text, call arguments or custom call input so far
     call_id: str = ""
     name: str = ""
     namespace: Optional[str] = None
     logprobs: list[dict[str, Any]] = attrs.field(factory=list)  # a message's, as on the wire
+    arguments: str = ""  # a custom call's arguments as the model wrote them (for the history)
+
+    @property
+    def is_call(self) -> bool:
+        return self.kind in ("function_call", "custom_tool_call")
 
 
 def item_object(item: OpenItem, status: str, final: bool, encrypted_reasoning: bool = False) -> dict[str, Any]:
@@ -39,6 +46,9 @@ def item_object(item: OpenItem, status: str, final: bool, encrypted_reasoning: b
     if item.kind == "reasoning":
         encrypted = encode_reasoning(item.text) if final and encrypted_reasoning else None
         return objects.reasoning_item(item.id, item.text if final else None, status, encrypted)
+    if item.kind == "custom_tool_call":
+        return objects.custom_tool_call_item(item.id, item.call_id, item.name, item.namespace,
+                                             item.text if final else "", status)
     return objects.function_call_item(item.id, item.call_id, item.name, item.namespace,
                                       item.text if final else "", status)
 
@@ -51,7 +61,7 @@ def _part(item: OpenItem, text: str) -> dict[str, Any]:
 
 def _where(item: OpenItem, with_content: bool = True) -> dict[str, Any]:
     where = {"item_id": item.id, "output_index": item.output_index}
-    if with_content and item.kind != "function_call":
+    if with_content and not item.is_call:
         where["content_index"] = 0
     return where
 
@@ -59,7 +69,7 @@ def _where(item: OpenItem, with_content: bool = True) -> dict[str, Any]:
 def open_events(item: OpenItem) -> list[dict[str, Any]]:
     events = [{"type": "response.output_item.added", "output_index": item.output_index,
                "item": item_object(item, "in_progress", final=False)}]
-    if item.kind != "function_call":
+    if not item.is_call:
         events.append({"type": "response.content_part.added", **_where(item), "part": _part(item, "")})
     return events
 
@@ -72,6 +82,8 @@ def delta_event(item: OpenItem, text: str, logprobs: Optional[list[TokenLogprob]
         return {"type": "response.output_text.delta", **_where(item), "delta": text, "logprobs": wire}
     if item.kind == "reasoning":
         return {"type": "response.reasoning_text.delta", **_where(item), "delta": text}
+    if item.kind == "custom_tool_call":
+        return {"type": "response.custom_tool_call_input.delta", **_where(item), "delta": text}
     return {"type": "response.function_call_arguments.delta", **_where(item), "delta": text}
 
 
@@ -81,6 +93,8 @@ def close_events(item: OpenItem, status: str, encrypted_reasoning: bool) -> list
     if item.kind == "function_call":
         return [{"type": "response.function_call_arguments.done", **_where(item), "name": item.name,
                  "arguments": item.text}, done]
+    if item.kind == "custom_tool_call":
+        return [{"type": "response.custom_tool_call_input.done", **_where(item), "input": item.text}, done]
     text_done = {"type": "response.output_text.done", **_where(item), "text": item.text, "logprobs": item.logprobs}
     if item.kind == "reasoning":
         text_done = {"type": "response.reasoning_text.done", **_where(item), "text": item.text}

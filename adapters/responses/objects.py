@@ -116,5 +116,14 @@ def function_call_item(item_id: str, call_id: str, name: str, namespace: Optiona
     return item
 
 
+def custom_tool_call_item(item_id: str, call_id: str, name: str, namespace: Optional[str],
+                          text: str, status: str) -> dict[str, Any]:
+    item = {"type": "custom_tool_call", "id": item_id, "call_id": call_id, "name": name, "input": text,
+            "status": status}
+    if namespace:
+        item["namespace"] = namespace
+    return item
+
+
 def error_object(code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}

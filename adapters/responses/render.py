@@ -5,7 +5,9 @@ time, each ``output_item.added`` -> its sub-events -> ``output_item.done``, then
 ``response.completed`` / ``response.incomplete`` / ``response.failed``. Every event carries
 ``sequence_number`` from 0; item ids, call ids and names are identical in added, done and the
 final ``response.output``. Reasoning is its own ``reasoning`` item (raw ``reasoning_text`` content,
-``summary: []``); text is a ``message`` with one ``output_text`` part; calls are ``function_call``.
+``summary: []``); text is a ``message`` with one ``output_text`` part; calls are ``function_call``,
+or ``custom_tool_call`` when they call one of ``tools``' custom tools (their input decoded from the
+model's ``{"input": ...}`` as it streams).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import copy
 import time
 from typing import Any, Optional
 
-from kvgate.core.types import Finished, Message, ReasoningDelta, TextDelta, ToolCall, ToolCallArgsDelta
+from kvgate.adapters.custom_tools import InputDecoder, custom_tool_of, input_arguments, input_of
+from kvgate.core.types import Finished, Message, ReasoningDelta, TextDelta, Tool, ToolCall, ToolCallArgsDelta
 from kvgate.core.types import ToolCallEnd, ToolCallStart, Usage
 from kvgate.adapters.responses import objects
 from kvgate.adapters.responses.items import OpenItem, close_events, delta_event, open_events
@@ -26,8 +29,11 @@ TERMINAL = {"stop": "completed", "tool_calls": "completed", "stop_sequence": "co
 class StreamRenderer:
     """Feeds canonical events, returns wire events; ``response`` is the final object at the end."""
 
-    def __init__(self, envelope: dict[str, Any], encrypted_reasoning: bool = False):
+    def __init__(self, envelope: dict[str, Any], encrypted_reasoning: bool = False,
+                 tools: Optional[list[Tool]] = None):
         self.response = envelope
+        self.tools = list(tools or [])
+        self.decoders: dict[int, InputDecoder] = {}  # custom calls' input, by call index
         self.encrypted_reasoning = encrypted_reasoning
         self.sequence = 0
         self.current: Optional[OpenItem] = None
@@ -63,7 +69,9 @@ class StreamRenderer:
         elif item.kind == "reasoning":
             self.assistant.reasoning = (self.assistant.reasoning or "") + item.text
         else:
-            self.assistant.tool_calls.append(ToolCall(id=item.call_id, name=item.name, arguments=item.text,
+            arguments = (item.arguments or input_arguments(item.text)) if item.kind == "custom_tool_call" \
+                else item.text
+            self.assistant.tool_calls.append(ToolCall(id=item.call_id, name=item.name, arguments=arguments,
                                                       namespace=item.namespace))
 
     def _open(self, item: OpenItem) -> list[dict[str, Any]]:
@@ -82,18 +90,36 @@ class StreamRenderer:
                 events += self._open(OpenItem(kind=kind, id=objects.new_id("msg" if kind == "message" else "rs")))
             events.append(delta_event(self.current, event.text, event.logprobs if kind == "message" else None))
         elif isinstance(event, ToolCallStart):
-            item = OpenItem(kind="function_call", id=objects.new_id("fc"), call_id=f"call_{event.id}",
-                            name=event.name, namespace=event.namespace)
-            self.calls[event.index] = item
-            events += self._open(item)
+            events += self._open(self._call_item(event))
         elif isinstance(event, ToolCallArgsDelta) and self.current is self.calls.get(event.index) and event.text:
-            events.append(delta_event(self.current, event.text))
+            decoder = self.decoders.get(event.index)
+            text = decoder.feed(event.text) if decoder is not None else event.text
+            events += [delta_event(self.current, text)] if text else []
         elif isinstance(event, ToolCallEnd) and self.current is self.calls.get(event.index):
-            self.current.text = event.arguments
-            events += self._close()
+            events += self._end_call(event)
         elif isinstance(event, Finished):
             return self.finish(event)
         return self._stamp(events)
+
+    def _call_item(self, event: ToolCallStart) -> OpenItem:
+        custom = custom_tool_of(self.tools, event.name, event.namespace) is not None
+        item = OpenItem(kind="custom_tool_call" if custom else "function_call",
+                        id=objects.new_id("ctc" if custom else "fc"), call_id=f"call_{event.id}",
+                        name=event.name, namespace=event.namespace)
+        if custom:
+            self.decoders[event.index] = InputDecoder()
+        self.calls[event.index] = item
+        return item
+
+    def _end_call(self, event: ToolCallEnd) -> list[dict[str, Any]]:
+        decoder = self.decoders.get(event.index)
+        if decoder is None:
+            self.current.text = event.arguments
+            return self._close()
+        rest = decoder.finish(event.arguments)
+        events = [delta_event(self.current, rest)] if rest else []
+        self.current.text, self.current.arguments = input_of(event.arguments), event.arguments
+        return events + self._close()
 
     def finish(self, finished: Finished) -> list[dict[str, Any]]:
         status = TERMINAL.get(finished.reason, "failed")

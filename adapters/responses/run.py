@@ -128,11 +128,11 @@ class Run:
 
 def new_run(ctx: Any, store: ResponseStore, call: ResponsesCall) -> Run:
     echo = {**call.body, "model": call.body.get("model") or call.chat.model,  # and the output cap applied
-            "max_output_tokens": call.body.get("max_output_tokens") or ctx.config.engine.default_max_tokens or None}
+            "max_output_tokens": ctx.pipeline.output_cap.applied(call.body.get("max_output_tokens")) or None}
     applied = ctx.pipeline.sampling_defaults.apply(call.chat.sampling)
     envelope = objects.response_envelope(objects.new_id("resp"), echo, applied)
     renderer = CompactionRenderer(envelope) if is_compaction_trigger(call.body) else \
-        StreamRenderer(envelope, encrypted_reasoning=call.wants_encrypted_reasoning)
+        StreamRenderer(envelope, encrypted_reasoning=call.wants_encrypted_reasoning, tools=call.chat.tools)
     return Run(ctx=ctx, store=store, call=call, renderer=renderer)
 
 

@@ -2,16 +2,19 @@
 
 Function tools are flat (``{type:"function", name, parameters, strict, description}``). Namespace
 tools (``{type:"namespace", name, tools:[...]}``) are flattened into ``Tool(name=inner,
-namespace=ns)``. Hosted and provider-executed types (web_search, local_shell, tool_search, ...)
-and tool types this server cannot run (custom freeform tools) are skipped, never rejected.
+namespace=ns)``. Custom (freeform) tools (``{type:"custom", name, description, format}``, at the
+top level or in a namespace) become custom canonical tools (:mod:`kvgate.adapters.custom_tools`); a
+grammar that cannot be enforced is a 400 naming the tool. Hosted and provider-executed types
+(web_search, local_shell, tool_search, ...) are skipped, never rejected.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from kvgate.adapters.custom_tools import custom_tool
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import Tool, ToolChoice
+from kvgate.core.types import InputFormat, Tool, ToolChoice
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -30,6 +33,26 @@ def _function_tool(spec: dict[str, Any], where: str, namespace: Optional[str] = 
                 parameters=parameters, namespace=namespace, strict=spec.get("strict") is True)
 
 
+def _custom_tool(spec: dict[str, Any], where: str, namespace: Optional[str] = None) -> Tool:
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(f"{where}.name must be a non-empty string.", param=f"{where}.name")
+    fmt = spec.get("format")
+    if fmt is None or (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        fmt = InputFormat()
+    elif isinstance(fmt, dict) and fmt.get("type") == "grammar":
+        syntax, definition = fmt.get("syntax"), fmt.get("definition")
+        if not isinstance(syntax, str) or not syntax or not isinstance(definition, str):
+            raise InvalidRequest(f"{where}.format needs a syntax ('lark' or 'regex') and a string definition.",
+                                 param=f"{where}.format")
+        fmt = InputFormat(syntax, definition)
+    else:
+        raise InvalidRequest(f"{where}.format must be {{type: 'text'}} or {{type: 'grammar', syntax, definition}}.",
+                             param=f"{where}.format")
+    description = spec.get("description")
+    return custom_tool(name, description if isinstance(description, str) else "", fmt, namespace)
+
+
 def _namespace_tools(spec: dict[str, Any], where: str) -> list[Tool]:
     namespace = spec.get("name")
     if not isinstance(namespace, str) or not namespace:
@@ -41,6 +64,8 @@ def _namespace_tools(spec: dict[str, Any], where: str) -> list[Tool]:
     for index, item in enumerate(inner):
         if isinstance(item, dict) and item.get("type", "function") == "function":
             tools.append(_function_tool(item, f"{where}.tools[{index}]", namespace))
+        elif isinstance(item, dict) and item.get("type") == "custom":
+            tools.append(_custom_tool(item, f"{where}.tools[{index}]", namespace))
     return tools
 
 
@@ -58,6 +83,8 @@ def convert_tools(specs: Any, param: str = "tools") -> list[Tool]:
         kind = spec.get("type")
         if kind == "function":
             tools.append(_function_tool(spec, where))
+        elif kind == "custom":
+            tools.append(_custom_tool(spec, where))
         elif kind == "namespace":
             tools.extend(_namespace_tools(spec, where))
     return tools
@@ -73,7 +100,7 @@ def _named(name: Any, tools: list[Tool], param: str) -> ToolChoice:
 
 
 def convert_tool_choice(choice: Any, tools: list[Tool]) -> ToolChoice:
-    """``none`` / ``auto`` / ``required`` / ``{type:function, name}`` / ``{type:allowed_tools}``.
+    """``none`` / ``auto`` / ``required`` / ``{type:function|custom, name}`` / ``{type:allowed_tools}``.
 
     Hosted-tool selectors fall back to ``auto``. The shape is checked even without tools; then
     ``required`` (or a named tool) is a 400, as in Chat Completions, and the rest is ``auto``.
@@ -90,7 +117,7 @@ def convert_tool_choice(choice: Any, tools: list[Tool]) -> ToolChoice:
     if not isinstance(choice, dict):
         raise InvalidRequest("tool_choice must be a string or an object.", param="tool_choice")
     kind = choice.get("type")
-    if kind == "function":
+    if kind in ("function", "custom"):
         return _named(choice.get("name"), tools, "tool_choice.name")
     if kind == "allowed_tools":
         return _allowed(choice, tools)
@@ -108,7 +135,7 @@ def _allowed(choice: dict[str, Any], tools: list[Tool]) -> ToolChoice:
         raise InvalidRequest("tool_choice.tools must be an array.", param="tool_choice.tools")
     if mode == "required" and not tools:
         raise InvalidRequest("tool_choice requires a tool but no tools were given.", param="tool_choice")
-    allowed = [t for t in listed if isinstance(t, dict) and t.get("type") == "function"]
+    allowed = [t for t in listed if isinstance(t, dict) and t.get("type") in ("function", "custom")]
     if mode == "required" and len(allowed) == 1:
         return _named(allowed[0].get("name"), tools, "tool_choice.tools[0].name")
     return ToolChoice(mode="required" if mode == "required" else "auto")

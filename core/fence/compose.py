@@ -77,11 +77,15 @@ def tag_value(schema: Any, string: bool, close: str, markup: tuple[str, ...]) ->
 
 
 def raw_string(schema: dict, close: str, markup: tuple[str, ...]) -> Node:
-    """A string written raw up to ``close``: enum / const choices, length bounds (a ``pattern`` is
-    not enforced on raw values)."""
+    """A string written raw up to ``close``: enum / const choices, length bounds, and an anchored
+    ``pattern`` (``^...$``, as custom tools' grammars are written: :mod:`.custom`); an unanchored
+    one is not enforced on raw values."""
     choices = schema.get("enum") if "enum" in schema else ([schema["const"]] if "const" in schema else None)
     if isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices):
         return alt(*[Lit(choice + close) for choice in choices])
     low = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
     high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
-    return TextThen(end=close, excludes=markup, min_chars=max(0, low), max_chars=high)
+    pattern = schema.get("pattern")
+    anchored = isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")
+    return TextThen(end=close, excludes=markup, min_chars=max(0, low), max_chars=high,
+                    pattern=pattern[1:-1] if anchored else None)

@@ -14,7 +14,8 @@ that the tokenizer holds as special tokens are the backend's concern.
 * ``TextThen(end, excludes, lead)``: text containing none of ``excludes`` nor ``end``, then ``end``
   at its first occurrence. With ``lead``, the text is either empty or non-empty and ends with
   ``lead`` (a separator the dialect writes between content and a call). ``min_chars`` /
-  ``max_chars`` bound the text's length in characters.
+  ``max_chars`` bound the text's length in characters; ``pattern`` (a regex, unanchored syntax)
+  is one the whole text must match.
 * ``AnyOrder(fields)``: each field at most once, in any order; every ``required`` field must be
   present before the sequence may end; ``empty`` is written instead when no field is present.
 """
@@ -70,6 +71,7 @@ class TextThen:
     lead: str = ""
     min_chars: int = 0
     max_chars: Optional[int] = None
+    pattern: Optional[str] = None
 
 
 @attrs.frozen

@@ -11,7 +11,10 @@ region's end stays its bytes, which the token also spells.
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
+
+import attrs
 
 from kvgate.core.fence.errors import FenceError
 from kvgate.core.fence.schema import avoid_pattern
@@ -25,6 +28,11 @@ _REGEX_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def rx_escape(text: str) -> str:
     return "".join(_REGEX_NAMED.get(c) or ("\\" + c if c in _REGEX_SPECIAL else c) for c in text)
+
+
+def regex_body(pattern: str) -> str:
+    """``pattern`` as the body of a ``/.../`` regex terminal (its slashes escaped)."""
+    return re.sub(r"\\.|/", lambda m: "\\/" if m.group() == "/" else m.group(), pattern)
 
 
 def lark_string(text: str) -> str:
@@ -117,23 +125,33 @@ class LarkWriter:
         return f"/(?s:.*)/ & ~/(?s:.*)({banned})(?s:.*)/"
 
     def text_then(self, node: TextThen) -> str:
+        free = self.free_text(node.excludes + (node.end,))
+        # with a pattern the text is exactly what it admits (empty only if it admits empty)
+        optional = "" if node.pattern is not None else "?"
         if node.end in self.specials:  # the token cannot occur in text (its spelling is excluded)
-            free = self.free_text(node.excludes + (node.end,))
-            text = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?" if node.lead else f"({free})?"
+            free = self.bounded(free, attrs.evolve(node, min_chars=0, max_chars=None))
+            text = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?" if node.lead else f"({free}){optional}"
             return self.rule(self.terminal(text + ' ""') + ' ' + self.literal(node.end))
         if any(s in node.end for s in self.strict):
             raise FenceError(f"the end {node.end!r} of a text region holds a special token inside "
                              f"other text; the llguidance backend cannot end text on it")
-        free = self.free_text(node.excludes + (node.end,))
-        if node.min_chars or node.max_chars is not None:
-            high = "" if node.max_chars is None else str(node.max_chars)
-            free = f"({free}) & /(?s:.{{{node.min_chars},{high}}})/"
+        free = self.bounded(free, node)
         if node.lead:
             head = f"(({free}) & /(?s:.+{rx_escape(node.lead)})/)?"
         else:
-            head = f"({free})?"
+            head = f"({free}){optional}"
         token = self.terminal(f"{head} {lark_string(node.end)}")
         return self.rule(token, "[lazy]")
+
+    @staticmethod
+    def bounded(free: str, node: TextThen) -> str:
+        """``free`` text within ``node``'s length bounds and pattern."""
+        if node.min_chars or node.max_chars is not None:
+            high = "" if node.max_chars is None else str(node.max_chars)
+            free = f"({free}) & /(?s:.{{{node.min_chars},{high}}})/"
+        if node.pattern is not None:
+            free = f"({free}) & /{regex_body(node.pattern)}/"
+        return free
 
     def any_order(self, node: AnyOrder) -> str:
         fields = sorted(node.fields, key=lambda f: not f.required)

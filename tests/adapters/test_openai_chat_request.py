@@ -146,7 +146,10 @@ def test_unknown_fields_and_nulls_are_ignored():
     ({"messages": [USER], "top_logprobs": 2}, "top_logprobs"),
     ({"messages": [USER], "stream": "yes"}, "stream"),
     ({"messages": [USER], "tools": {}}, "tools"),
-    ({"messages": [USER], "tools": [{"type": "custom", "custom": {"name": "c"}}]}, "tools[0].type"),
+    ({"messages": [USER], "tools": [{"type": "custom", "custom": {"name": "c", "format": {"type": "grammar", "grammar": {
+        "syntax": "lark", "definition": 5}}}}]},
+     "tools[0].custom.format.grammar.definition"),  # a grammar's definition is its text
+    ({"messages": [USER], "tools": [{"type": "shell"}]}, "tools[0].type"),
     ({"messages": [USER], "tools": [{"type": "function", "function": {}}]}, "tools[0].function.name"),
     ({"messages": [USER], "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools[1].function.name"),
     ({"messages": [USER], "tool_choice": "sometimes"}, "tool_choice"),

@@ -66,7 +66,8 @@ def test_namespace_and_hosted_tools_and_additional_tools():
     call = parse({"input": [extra, {"role": "user", "content": "go"}], "tools": tools,
                   "tool_choice": {"type": "function", "name": "fetch"}, "parallel_tool_calls": False})
     names = [(t.name, t.namespace) for t in call.chat.tools]
-    assert names == [("shell", None), ("fetch", "mcp"), ("late", None)]
+    assert names == [("shell", None), ("fetch", "mcp"), ("apply_patch", None), ("late", None)]
+    assert call.chat.tools[2].custom is not None and call.chat.tools[2].custom.syntax == "text"
     assert call.chat.tools[1].qualified_name == "mcp__fetch" and call.chat.tools[1].description == "get"
     assert (call.chat.tool_choice.mode, call.chat.tool_choice.name) == ("named", "mcp__fetch")
     assert call.chat.parallel_tool_calls is False
