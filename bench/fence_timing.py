@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig, ModelConfig
 from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.engine.engine import Engine

@@ -51,7 +51,14 @@ class ServerConfig:
     port: int = attrs.field(default=8000, validator=_positive)
     api_key: str = ""  # one key for the tenant "default"
     keys: list[ApiKeyConfig] = attrs.field(factory=list)
-    max_websocket_connections: int = attrs.field(default=16, validator=_positive)
+    max_websocket_connections: int = attrs.field(default=16, validator=_positive)  # open sockets per tenant
+    max_websocket_connections_total: int = attrs.field(default=256, validator=_positive)  # of all tenants
+    # seconds a socket may sit with no client frame and no running response (0 = never closed)
+    websocket_idle_timeout: float = attrs.field(default=3600.0, validator=_non_negative)
+    # seconds from a connection's first byte (or the end of its last response) to a whole request head,
+    # and from the head to the whole body: a client trickling either is cut off (0 = no limit)
+    header_read_timeout: float = attrs.field(default=30.0, validator=_non_negative)
+    body_read_timeout: float = attrs.field(default=120.0, validator=_non_negative)
     log_requests: bool = True  # read by the request_log plugin
     max_body_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)  # POST body / WS frame
     max_json_depth: int = attrs.field(default=128, validator=_positive)  # nesting of arrays and objects
@@ -76,6 +83,9 @@ class ModelConfig:
     # how a model that declares no rope scaling is extended past its trained context
     context_extension: str = attrs.field(default="yarn", validator=_one_of("yarn", "linear", "none"))
     strict_model_name: bool = False  # false: any requested model name is served (one model); true: 404
+    # a request's output cap (its own, else engine.default_max_tokens) is clamped to this; unset: the
+    # model's own clamp (the embedded model declares one, other models none); 0: no clamp
+    max_output_tokens: Optional[int] = attrs.field(default=None, validator=_optional_in_range(0, 1 << 31))
     threads: int = attrs.field(default=0, validator=_non_negative)  # 0 = torch default
     # where converted weights are kept (a GGUF converted once); empty = <state_dir>/models. Servers
     # with separate state dirs may share one: a conversion is locked and written whole.
@@ -135,6 +145,8 @@ class CacheConfig:
     ssd_enabled: bool = True
     ssd_path: str = ""  # empty = <state dir>/ssd
     ssd_bytes: int = attrs.field(default=20 * 1024**3, validator=_non_negative)
+    # free space the SSD tier leaves on its file system: it evicts past either bound (0 = ssd_bytes only)
+    ssd_min_free_bytes: int = attrs.field(default=1024**3, validator=_non_negative)
     ssd_worker_id: str = ""  # this worker's name on a shared ssd_path; empty = unique per process
     chunk_tokens: int = attrs.field(default=256, validator=_positive)
     almost_hit_min_tokens: int = attrs.field(default=1024, validator=_positive)

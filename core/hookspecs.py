@@ -1,9 +1,9 @@
 """Hook specifications of the kvgate host.
 
 Every concrete feature -- each protocol adapter, tool dialect, chat format, model runtime, cache
-tier, grammar backend, schema preparer, generation guard, drafter, tenant policy, request
-observer, ASGI wrapper and CLI command -- is contributed through one of these hooks, by the
-built-in plugins exactly as by third-party ones.
+tier, lookup observer, grammar backend, schema preparer, mask refiner, request check, generation
+guard, drafter, tenant policy, request observer, ASGI wrapper and CLI command -- is contributed
+through one of these hooks, by the built-in plugins exactly as by third-party ones.
 Registry hooks receive a ``register`` callback; registering a name twice is an error (see
 :mod:`kvgate.core.plugins`).
 """
@@ -127,6 +127,20 @@ def register_cache_tiers(register):
 
 
 @hookspec
+def register_lookup_observers(register):
+    """Called when the cache manager is built, to collect observers of its lookups (e.g. almost-hits).
+
+    Call ``register(name, build)``: ``build(config, runtime, metrics_registry)`` (a
+    :data:`kvgate.core.cache.lookup_observers.LookupObserverBuild`) receives the
+    :class:`kvgate.core.config.Config`, the :class:`kvgate.core.runtime.ModelRuntime` and the
+    prometheus registry of the cache metrics, and returns an object implementing
+    :class:`kvgate.core.cache.lookup_observers.LookupObserver`: after each lookup it is told the
+    prompt and the nearest stored sequence of each tier consulted, and its ``diagnostics()`` keys
+    join the cache's diagnostics. Returns nothing.
+    """
+
+
+@hookspec
 def register_tokenizer_caches(register):
     """Called once when the app is built, to collect the cache in front of the tokenizer.
 
@@ -167,6 +181,32 @@ def register_schema_preparers(register):
 
 
 @hookspec
+def register_mask_refiners(register):
+    """Called when fences are first built for a tokenizer, to collect refiners of a fenced
+    position's allowed set (e.g. keeping forced text to the tokenizer's own split).
+
+    Call ``register(name, build)``: ``build(tokenizer_info)`` (a
+    :data:`kvgate.core.fence.refiners.MaskRefinerBuild`) receives the
+    :class:`kvgate.core.fence.tokens.TokenizerInfo` and returns an object implementing
+    :class:`kvgate.core.fence.refiners.MaskRefiner`, built once per tokenizer and shared by every
+    request's fence. At each position of a grammar-fenced request, refiners run in name order and
+    may only remove allowed tokens. Returns nothing.
+    """
+
+
+@hookspec
+def register_tool_grammars(register):
+    """Called when a request with custom (freeform) tools is fenced, to collect the grammar
+    syntaxes their ``format`` may use besides "regex" and "text" (e.g. "lark").
+
+    Call ``register(syntax, grammar_syntax)``: an object implementing
+    :class:`kvgate.core.fence.custom.ToolGrammarSyntax`, whose ``to_regex(definition)`` gives the
+    regex the fence enforces on the tool's input. A syntax no plugin registers is a 400.
+    Returns nothing.
+    """
+
+
+@hookspec
 def register_generation_guards(register):
     """Called when a request's fence is composed, to collect generation guards.
 
@@ -190,6 +230,20 @@ def register_drafters(register):
     speculative = name``, or keys of its own with ``speculative`` empty), else None; it raises
     ValueError when asked for a model it cannot draft for. The engine verifies every draft with the
     main model, so a drafter changes speed, never output. Returns nothing.
+    """
+
+
+@hookspec
+def register_request_checks(register):
+    """Called once when the app is built, to collect what every request must satisfy before its
+    prompt is rendered (e.g. tool names the model can carry).
+
+    Call ``register(name, build)``: ``build(dialect, tokenizer)`` (a
+    :data:`kvgate.core.pipeline.request_checks.RequestCheckBuild`) receives the served model's
+    :class:`kvgate.core.dialect.Dialect` and ``tokenizers.Tokenizer`` and returns an object
+    implementing :class:`kvgate.core.pipeline.request_checks.RequestCheck`, whose
+    ``check_request(request)`` raises :class:`kvgate.core.errors.InvalidRequest` for a request it
+    refuses (the client's 400). Checks run in name order. Returns nothing.
     """
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from kvgate.core.cache.lookup_observers import build_lookup_observers
 from kvgate.core.cache.manager import CacheManager
 from kvgate.core.cache.tiers import Tiers, TierSpec, TierUnavailable
 from kvgate.core.config import Config
@@ -70,4 +73,6 @@ def build_tiers(config: Config, runtime: ModelRuntime, pm: Any) -> dict[str, Any
 
 
 def build_cache_manager(config: Config, runtime: ModelRuntime, pm: Any, metrics_registry: Any = None) -> CacheManager:
-    return CacheManager(config, runtime, build_tier_set(config, runtime, pm), metrics_registry)
+    registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
+    return CacheManager(config, runtime, build_tier_set(config, runtime, pm), registry,
+                        build_lookup_observers(pm, config, runtime, registry))

@@ -29,7 +29,7 @@ def hit_kind(kind: str, stored: Any, verified: int) -> str:
 
 def fill_plan(plan: CachePlan, resident: Optional[tuple[str, Any]], backups: Mapping[str, Any], min_tokens: int):
     """Choose the source of ``plan``; returns the tier names consulted and the candidates they had
-    (``(tier name, stored entry, verified length)``, for almost-hit checks)."""
+    (``(tier name, stored entry, verified length)``, for lookup observers)."""
     tokens, limit = plan.tokens, len(plan.tokens) - 1
     seen: list[tuple[str, Any, int]] = []
     consulted: list[str] = []

@@ -1,8 +1,9 @@
 """The cache manager: what the engine calls to plan, restore, keep and reclaim prefix state.
 
-It owns the lookup order, eviction order, accounting, restore pool, backups and almost-hits over
+It owns the lookup order, eviction order, accounting, restore pool and backups over
 one resident tier and an ordered list of backup tiers (:mod:`kvgate.core.cache.tiers`), which it
-knows by role only. Threading: everything runs on the engine thread except
+knows by role only, and tells lookup observers (:mod:`kvgate.core.cache.lookup_observers`) what
+each lookup found. Threading: everything runs on the engine thread except
 :meth:`CacheManager.load` (a worker thread: reads and validation, no runtime calls) and
 :meth:`diagnostics` (any thread).
 """
@@ -13,12 +14,12 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from kvgate.core.cache.almost_hits import AlmostHits
 from kvgate.core.cache.backup import Backups
 from kvgate.core.cache.events import EventSinks, KvEventSink
 from kvgate.core.cache.lookup import fill_plan
+from kvgate.core.cache.lookup_observers import Candidate, Lookup, LookupObserver
 from kvgate.core.cache.metrics import CacheMetrics
 from kvgate.core.cache.plan import CachePlan
 from kvgate.core.cache.residency import Residency
@@ -38,7 +39,8 @@ class CacheManager(Restores, Residency):
     as an attribute under its registered name (``manager.<name>``; None when registered but not
     built), for tools and tests."""
 
-    def __init__(self, config: Config, runtime: ModelRuntime, tiers: Tiers, metrics_registry: Any = None):
+    def __init__(self, config: Config, runtime: ModelRuntime, tiers: Tiers, metrics_registry: Any = None,
+                 observers: Sequence[LookupObserver] = ()):
         settings = config.cache
         self.runtime, self.settings, self.tiers = runtime, settings, tiers
         self.resident = tiers.resident if settings.enabled else None
@@ -51,8 +53,7 @@ class CacheManager(Restores, Residency):
         self.min_tokens = max(1, runtime.block_size)
         self.pool = RestorePool(runtime, capacity=config.engine.max_batch + 1)
         self.backups = Backups(runtime, list(self.backup_tiers.values()), settings.chunk_tokens, self.min_tokens)
-        self.almost = AlmostHits(runtime.tokenizer, settings.almost_hit_min_tokens, settings.almost_hit_min_ratio,
-                                 self.metrics.almost_hits)
+        self.observers = list(observers)
         self.recent: collections.deque[dict] = collections.deque(maxlen=64)
         self.recent_lock = threading.Lock()
         self.events = EventSinks()
@@ -77,15 +78,12 @@ class CacheManager(Restores, Residency):
         for tier in consulted:
             self.metrics.lookups.labels(tier=tier).inc()
             self.metrics.queries.labels(tier=tier).inc(len(tokens))
-        self._check_almost_hit(plan, seen)
+        if self.observers:
+            candidates = tuple(Candidate(tier, stored.tokens, shared) for tier, stored, shared in seen)
+            lookup = Lookup(namespace, tokens, candidates)
+            for observer in self.observers:
+                observer.looked_up(lookup)
         return plan
-
-    def _check_almost_hit(self, plan: CachePlan, seen: list) -> None:
-        found = [(fork, tier, stored) for tier, stored, fork in seen
-                 if self.almost.qualifies(plan.tokens, stored.tokens, fork)]
-        if found:
-            fork, tier, stored = max(found, key=lambda item: item[0])
-            self.almost.record(plan.namespace, tier, plan.tokens, stored.tokens, fork)
 
     def load(self, plan: CachePlan) -> None:
         """Worker thread: read and validate the backed-up payload; a bad snapshot downgrades the plan."""
@@ -143,7 +141,7 @@ class CacheManager(Restores, Residency):
     def diagnostics(self) -> dict:
         return {
             "enabled": self.settings.enabled,
-            "almost_hits": self.almost.recent(),
+            **{key: value for observer in self.observers for key, value in observer.diagnostics().items()},
             "recent_lookups": self._recent(),
             **{name: (tier.stats() if tier is not None else None) for name, tier in self._named_tiers().items()},
             "restore_pool": self.pool.stats(),

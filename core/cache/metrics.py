@@ -34,8 +34,6 @@ class CacheMetrics:
                                   registry=r)
         self.device_entries = Gauge("kvgate_cache_device_entries", "Resident cache entries.", registry=r)
         self.evictions = Counter("kvgate_cache_evictions", "Entries evicted, per tier.", ["tier"], registry=r)
-        self.almost_hits = Counter("kvgate_cache_almost_hits", "Lookups that forked late inside a stored sequence.",
-                                   registry=r)
         tiers = list(tiers)
         for tier in tiers:
             for metric in (self.queries, self.hits, self.lookups, self.lookup_hits, self.evictions):

@@ -11,11 +11,12 @@ import attrs
 from kvgate.core.config import Config
 from kvgate.core.fence.backend import grammar_backend
 from kvgate.core.fence.budget import BudgetPlan
-from kvgate.core.fence.canonical import canonicalizer_for
 from kvgate.core.fence.closing import Closer
+from kvgate.core.fence.custom import refuse_relaxed_grammars, with_fenced_custom_tools
 from kvgate.core.fence.grammar import Node, literals_in
 from kvgate.core.fence.guards import GuardSetup, build_guards
 from kvgate.core.fence.plan import FencePlan, plan_for
+from kvgate.core.fence.refiners import mask_refiners
 from kvgate.core.fence.request import RequestFence
 from kvgate.core.fence.schema import properties
 from kvgate.core.fence.schema_preparer import schema_preparer
@@ -57,7 +58,7 @@ def prepare_fences(tokenizer_info: TokenizerInfo, dialect: Dialect, config: Conf
         grammar_backend(pm, config.fence.backend, tokenizer_info)
         schema_preparer(pm, config, tokenizer_info)  # a bad [fence] schema_preparer fails at startup
         closer_for(tokenizer_info, dialect)
-        canonicalizer_for(tokenizer_info)
+        mask_refiners(pm, tokenizer_info)
 
 
 def build_request_fence(request: ChatRequest, dialect: Dialect, tokenizer_info: TokenizerInfo, config: Config,
@@ -71,9 +72,11 @@ def build_request_fence(request: ChatRequest, dialect: Dialect, tokenizer_info: 
     relaxed: list[str] = []
     if config.fence.enabled and plan_for(request, start_in).constrains:
         verify_dialect(tokenizer_info, dialect)  # a tokenizer that cannot spell the markup fails first
+        request = with_fenced_custom_tools(request, pm)
         preparer = schema_preparer(pm, config, tokenizer_info)
         if preparer is not None:  # none registered: the backend compiles the schemas as sent
             request, relaxed = preparer.prepare_request(request)
+            refuse_relaxed_grammars(request, relaxed)
     plan = plan_for(request, start_in)
     matcher = closer = prefer = call_cost = None
     if config.fence.enabled and plan.constrains:
@@ -92,8 +95,8 @@ def build_request_fence(request: ChatRequest, dialect: Dialect, tokenizer_info: 
     if matcher is not None:
         plan_state = BudgetPlan(closer, prefer, dialect.trigger, call_cost, plan.mode,
                                 plan.start_in)
-    canonical = canonicalizer_for(tokenizer_info) if matcher is not None else None
-    fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, canonical)
+    refiners = mask_refiners(pm, tokenizer_info) if matcher is not None else []
+    fence = RequestFence(tokenizer_info.vocab_size, matcher, guards, plan_state, tokenizer_info.eos_ids, refiners)
     fence.relaxed = relaxed
     return fence
 

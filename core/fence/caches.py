@@ -11,7 +11,7 @@ import attrs
 
 @attrs.define
 class FenceCaches:
-    """One tokenizer's built grammar backends, closers, compiled constraints, canonicaliser and
+    """One tokenizer's built grammar backends, closers, compiled constraints, mask refiners and
     schema preparers (typed ``Any`` here: their modules import this one)."""
 
     grammar: dict[str, Any] = attrs.field(factory=dict)
@@ -20,8 +20,8 @@ class FenceCaches:
     """Closers by the dialect's closing literals."""
     constraints: OrderedDict[str, tuple] = attrs.field(factory=OrderedDict)
     """(dialect, template matcher, shortest call cost) by plan digest, least recently used first."""
-    canonical: Any = None
-    """The canonicaliser, once built."""
+    refiners: dict[Any, list] = attrs.field(factory=dict)
+    """Mask refiners (``register_mask_refiners``) by plugin manager."""
     schema_preparers: dict[tuple, Any] = attrs.field(factory=dict)
     """Schema preparers (None: none registered) by plugin manager, backend and ``[fence]`` settings."""
 

@@ -1,8 +1,8 @@
 """The per-request token fence: grammar matcher + budget plan + narrowing guards.
 
 The engine calls, per decode position: ``set_budget(remaining)``, ``apply(logits)`` (in place:
-disallowed tokens -> -inf; a non-canonical split of forced text hands its logit to the
-canonical token, see :mod:`kvgate.core.fence.canonical`), samples, then ``advance(token)``. Every
+disallowed tokens -> -inf; mask refiners, :mod:`kvgate.core.fence.refiners`, may move a removed
+token's logit onto a kept one), samples, then ``advance(token)``. Every
 path (ordinary decode, every batch row, draft proposal and speculative verification) uses this
 same state; drafts are checked on a ``clone()`` and the real fence then takes the clone's state
 for the accepted prefix (``take_state``). Guards and the budget only narrow the grammar's set, never empty it.
@@ -14,7 +14,7 @@ token the same way, so drafts and every batch row keep the same invariant.
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -30,10 +30,10 @@ RECENT_TOKENS = 4
 
 class RequestFence:
     def __init__(self, vocab: int, matcher: Any = None, guards: Optional[list] = None,
-                 plan: Optional[BudgetPlan] = None, stop_ids: tuple[int, ...] = (), canonical: Any = None):
+                 plan: Optional[BudgetPlan] = None, stop_ids: tuple[int, ...] = (), refiners: Sequence[Any] = ()):
         self.vocab = vocab
         self.matcher = matcher
-        self.canonical = canonical if matcher is not None else None  # a canonical.Canonicalizer
+        self.refiners = list(refiners) if matcher is not None else []  # refiners.MaskRefiner
         self.recent: tuple[int, ...] = ()  # the last output tokens (what forced text may merge with)
         self.guards = list(guards or [])
         self.plan = plan if matcher is not None else None
@@ -56,8 +56,8 @@ class RequestFence:
         if self._forcing(mask):
             write_mask(logits, mask)
             return
-        if self.canonical is not None and mask is not None:
-            mask = self.canonical.fold(logits, mask, self.matcher, self.recent)
+        for refiner in self.refiners if mask is not None else ():
+            mask = refiner.refine(logits, mask, self.matcher, self.recent)
         if self.plan is not None and self.plan.in_force():
             mask = keep_fitting(self.plan, self.matcher, mask, logits, self.budget, self.stop_ids)
         write_mask(logits, mask)

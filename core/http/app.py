@@ -27,6 +27,7 @@ from kvgate.core.loading.model_loading import load_runtime, on_passing_thread
 from kvgate.core.pipeline.pipeline import Pipeline
 from kvgate.core.plugins import build_plugin_manager, collect
 from kvgate.core.observe.progress import BOARD
+from kvgate.core.pipeline.request_checks import build_request_checks
 from kvgate.core.request_trace import build_observers
 from kvgate.core.asgi_wrapper import build_asgi_wrappers
 from kvgate.core.server import ServerContext
@@ -96,10 +97,13 @@ def build_context(config: Config, pm: pluggy.PluginManager) -> ServerContext:
     pipeline = Pipeline(runtime, engine, tokenizer_service, chat_format, dialect, namespace, config, metrics,
                         build_fence_builder(config, pm, runtime, dialect, chat_format))
     pipeline.dialect_name = dialect_name
+    pipeline.request_checks = build_request_checks(pm, dialect, runtime.tokenizer)
     log.info("serving %r: %s, dialect %s, context %d", config.model.name, runtime.info.architecture, dialect_name,
              runtime.info.max_context)
     if pipeline.sampling_defaults.values:
         log.info("sampling defaults for requests that leave them out: %s", pipeline.sampling_defaults.describe())
+    if pipeline.output_cap.clamp:
+        log.info("output clamp: no reply runs past %s", pipeline.output_cap.describe())
     return ServerContext(config=config, pm=pm, pipeline=pipeline, metrics=metrics,
                          tokenizer_service=tokenizer_service, state_dir=config.path_in_state("", ""),
                          tenant_policy=tenant_policy)

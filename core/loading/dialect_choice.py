@@ -12,7 +12,6 @@ from typing import Any
 
 import pluggy
 
-from kvgate.core.chat_format import JinjaChatFormat
 from kvgate.core.config import Config, ModelConfig
 from kvgate.core.dialect import Dialect
 from kvgate.core.errors import ConfigError
@@ -76,19 +75,18 @@ def build_chat_format(config: Config, pm: pluggy.PluginManager, runtime: ModelRu
     wanted = config.model.chat_format
     if not wanted and not template:
         wanted = dialect.chat_format_without_template()
-    if not wanted:
-        wanted = dialect.chat_format_over_template()
-    if wanted and wanted != "jinja":
-        formats = collect(pm, "register_chat_formats", "chat format")
-        if wanted not in formats:
-            raise ConfigError(f"model.chat_format: unknown chat format {wanted!r} "
-                              f"(registered: jinja, {', '.join(formats.names())})")
-        chat_format = formats.get(wanted)(runtime, dialect)
-        dialect = adopt_format_dialect(config.model, dialect, chat_format)
-        return dialect.name or name, dialect, chat_format
-    if not template:
+    wanted = wanted or dialect.chat_format_over_template() or "jinja"  # the model's own template
+    if wanted == "jinja" and not template:
         raise ConfigError("model.chat_format: the model has no chat template; choose a chat format")
-    return name, dialect, JinjaChatFormat(template, dialect, runtime.special_tokens)
+    formats = collect(pm, "register_chat_formats", "chat format")
+    if wanted not in formats:
+        raise ConfigError(f"model.chat_format: unknown chat format {wanted!r} "
+                          f"(registered: {', '.join(formats.names()) or 'none'})")
+    chat_format = formats.get(wanted)(runtime, dialect)
+    if wanted == "jinja":
+        return name, dialect, chat_format
+    dialect = adopt_format_dialect(config.model, dialect, chat_format)
+    return dialect.name or name, dialect, chat_format
 
 
 def adopt_format_dialect(model: ModelConfig, dialect: Dialect, chat_format: Any) -> Dialect:

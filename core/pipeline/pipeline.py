@@ -6,7 +6,9 @@ logprobs when asked for: :mod:`kvgate.core.pipeline.content_logprobs`).
 
 The prompt is rendered and tokenized on a worker thread (:meth:`Pipeline.prompt_tokens`), so a
 large prompt never holds up the event loop; a rendered prompt with more characters than the
-context could hold at ``longest_token_chars`` per token is refused before it is tokenized.
+context could hold at ``longest_token_chars`` per token is refused before it is tokenized, and
+a long one whose first windows already hold more tokens than the context is refused after
+counting about a context's worth (:mod:`kvgate.core.tokenizer.context_bound`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import attrs
 from kvgate.core.config import Config
 from kvgate.core.pipeline.content_logprobs import ContentLogprobs, TokenPieces
 from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
+from kvgate.core.pipeline.request_checks import RequestCheck
 from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.fence.admission import FenceAdmission
@@ -31,12 +34,14 @@ from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, Tok
 from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
 from kvgate.core.request_trace import RequestObserver, RequestTrace, decode_rate
+from kvgate.core.pipeline.output_cap import OutputCap
 from kvgate.core.pipeline.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
 from kvgate.core.pipeline.stop_strings import StopStringScanner
 from kvgate.core.tenants import DEFAULT as DEFAULT_TENANT
 from kvgate.core.tenants import NamespaceOwners, scoped_namespace
-from kvgate.core.pipeline.tool_names import ToolNameCheck
+from kvgate.core.tokenizer.context_bound import counted_in_windows, tokens_over
+from kvgate.core.tokenizer.service import lone_surrogates_refused
 from kvgate.core.types import (
     ChatRequest, Event, Finished, Heartbeat, ParseIssue, ReasoningDelta, Started, TextDelta, ToolCallEnd,
     ToolCallStart, Usage,
@@ -62,9 +67,10 @@ class Pipeline:
         self.namespace_owners.note(namespace, DEFAULT_TENANT)
         granularity = config.cache.cached_tokens_granularity
         self.cached_granularity = granularity or max(1, runtime.block_size)
-        self.tool_names = ToolNameCheck(dialect, runtime.tokenizer)
+        self.request_checks: list[RequestCheck] = []  # register_request_checks (set by the app)
         self.observers: list[RequestObserver] = []  # register_request_observers (set by the app)
         self.sampling_defaults = SamplingDefaults.build(config.sampling, runtime.info.sampling_defaults)
+        self.output_cap = OutputCap.build(config, runtime.info.max_output_tokens)
 
     @property
     def model_info(self):
@@ -77,8 +83,10 @@ class Pipeline:
 
     # --- prompt ---------------------------------------------------------------------------------
     def render_prompt(self, request: ChatRequest) -> str:
-        """The prompt text; a tool name the dialect cannot carry is refused first (400)."""
-        self.tool_names.check(request.tools)
+        """The prompt text; a request a check refuses (e.g. a tool name the dialect cannot carry) is
+        refused first (400)."""
+        for check in self.request_checks:
+            check.check_request(request)
         return self.chat_format.render(request, add_generation_prompt=True)
 
     def encode_prompt(self, request: ChatRequest) -> list[int]:
@@ -95,10 +103,17 @@ class Pipeline:
         return len(await self.prompt_tokens(request))
 
     def check_prompt_chars(self, text: str) -> None:
-        """Refuse, untokenized, a text too long to fit the context whatever its tokens."""
+        """Refuse, untokenized, a text too long to fit the context whatever its tokens, and with
+        work bounded by the context one whose windows already hold too many (blocking: call it
+        on a worker thread)."""
         limit, per_token = self.runtime.info.max_context, self.tokenizer.longest_token_chars
         if per_token and len(text) > limit * per_token:
             raise ContextLengthExceeded(math.ceil(len(text) / per_token), limit, at_least=True)
+        if counted_in_windows(text, limit):
+            with lone_surrogates_refused():
+                over = tokens_over(self.tokenizer.encode_uncached, text, limit)
+            if over:
+                raise ContextLengthExceeded(over, limit, at_least=True)
 
     def _check_fits(self, prompt: list[int]) -> int:
         limit = self.runtime.info.max_context
@@ -107,7 +122,7 @@ class Pipeline:
         return limit - len(prompt)
 
     def _max_tokens(self, request: ChatRequest, room: int) -> int:
-        wanted = request.sampling.max_tokens or self.config.engine.default_max_tokens or room
+        wanted = self.output_cap.applied(request.sampling.max_tokens) or room
         if wanted < 0:
             raise InvalidRequest("max_tokens must not be negative.", param="max_tokens")
         return min(wanted, room)

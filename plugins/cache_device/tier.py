@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 import attrs
 
 from kvgate.core.cache.namespace import common_prefix
-from kvgate.core.cache.trie import PrefixTrie
+from kvgate.plugins.cache_device.trie import PrefixTrie
 from kvgate.core.runtime import ModelRuntime, Session
 
 

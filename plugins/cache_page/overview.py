@@ -125,9 +125,10 @@ def request_row(ctx, summary: RequestSummary, exact: bool) -> dict[str, Any]:
 
 def almost_hits(ctx, tenant: Tenant) -> list[dict[str, Any]]:
     cache = cache_manager(ctx)
-    if cache is None or cache.diagnostics().get("enabled") is False:
+    data = cache.diagnostics() if cache is not None else {"enabled": False}
+    if data.get("enabled") is False:
         return []
-    seen = scoped({"almost_hits": cache.almost.recent()}, tenant, ctx.pipeline.namespace_owners)
+    seen = scoped({"almost_hits": data.get("almost_hits", [])}, tenant, ctx.pipeline.namespace_owners)
     return list(reversed(seen["almost_hits"]))
 
 

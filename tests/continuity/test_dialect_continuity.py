@@ -43,7 +43,7 @@ from kvgate.adapters.openai_chat.request import to_chat_request
 from kvgate.adapters.responses.objects import response_envelope
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import parse_create
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.pipeline.detokenizer import IncrementalDetokenizer
 from kvgate.core.plugins import build_plugin_manager, collect as collect_registry
 from kvgate.core.server import call_id

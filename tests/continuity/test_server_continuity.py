@@ -14,7 +14,7 @@ always: the engine stops on the end-of-turn token, or the fence stops right afte
 before the last sampled token is fed through the model. Tool turns used to fork earlier (8 tokens
 when the arguments end in a string: ``"}`` ``}`` where the history has ``"`` ``}}``; 21-27 with two
 tools: ``g`` ``et`` for ``get``); the fence now keeps forced text to the tokenizer's own split
-(kvgate.core.fence.canonical), so every case measures 1.
+(the canonical_split plugin), so every case measures 1.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.plugins import build_plugin_manager, collect
 from kvgate.core.types import ChatRequest, Message, Tool, ToolCall
 from tests.harness import ServerProcess

@@ -62,7 +62,7 @@ GLM_STYLE_TEMPLATE = (
 
 
 def test_glm47_matches_its_published_template():
-    from kvgate.core.chat_format import JinjaChatFormat
+    from kvgate.plugins.jinja_chat_format import JinjaChatFormat
     from kvgate.core.types import Tool
 
     tool = Tool("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"},

@@ -65,7 +65,7 @@ KIMI_STYLE_TEMPLATE = (
 def test_the_models_own_template_declares_the_tools_and_writes_the_results():
     """Served on the defaults, a Kimi checkpoint's own template renders the prompt: it must get the
     tools as its ``tools`` variable and the results' ids, and write each thing exactly once."""
-    from kvgate.core.chat_format import JinjaChatFormat
+    from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 
     request = ChatRequest("m", HISTORY, tools=[TOOL])
     prompt = JinjaChatFormat(KIMI_STYLE_TEMPLATE, KimiK2("thinking"), {}).render(request)

@@ -13,7 +13,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 from dialect_helpers import (TOOLS, call_id, calls, check_streaming, every_split, feed, issues, merge,
                              rebuild, texts)
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.types import ChatRequest, Message, TextDelta, Tool, ToolCall, ToolCallEnd, ToolCallStart
 from kvgate.dialects.minimax_m2 import MinimaxChatFormat, MinimaxM2
 # the fence fixtures (drive needs the others)

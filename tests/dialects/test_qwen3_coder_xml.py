@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dialect_helpers import (TOOLS, WEATHER, call_id, calls, check_streaming, feed, issues, merge, rebuild,
                              texts)
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.types import ChatRequest, Message, ToolCall, ToolCallEnd
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 

@@ -105,12 +105,12 @@ def test_v32_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
 
     from click.testing import CliRunner
 
-    from kvgate.core.cli import cli
+    from kvgate.core.cli import build_cli
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
-    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    report = json.loads(CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output)["runtimes"]
     assert report["deepseek_v32"] == {"plugin": "deepseek_v32", "architectures": {
         "hf": ["deepseek_v32", "DeepseekV32ForCausalLM"], "gguf": []}}
     directory, model = tiny

@@ -151,12 +151,12 @@ def test_v4_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
 
     from click.testing import CliRunner
 
-    from kvgate.core.cli import cli
+    from kvgate.core.cli import build_cli
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
-    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    report = json.loads(CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output)["runtimes"]
     assert report["deepseek_v4"] == {"plugin": "deepseek_v4", "architectures": {
         "hf": ["deepseek_v4", "DeepseekV4ForCausalLM"], "gguf": []}}
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(tiny[0]), dtype="fp32"))

@@ -133,12 +133,12 @@ def test_each_family_is_its_own_runtime_plugin_with_its_architectures(family_mod
 
     from click.testing import CliRunner
 
-    from kvgate.core.cli import cli
+    from kvgate.core.cli import build_cli
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
-    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    report = json.loads(CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output)["runtimes"]
     assert report["qwen3"] == {"plugin": "qwen3", "architectures": {"hf": ["qwen3", "Qwen3ForCausalLM"],
                                                                   "gguf": ["qwen3"]}}
     assert report["qwen3_moe"] == {"plugin": "qwen3_moe", "architectures": {

@@ -225,12 +225,12 @@ def test_unknown_quantization_is_refused_at_load(tmp_path):
 def test_gpt_oss_is_its_own_runtime_plugin_and_chosen_by_its_architecture(tiny, tmp_path):
     from click.testing import CliRunner
 
-    from kvgate.core.cli import cli
+    from kvgate.core.cli import build_cli
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
-    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    report = json.loads(CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output)["runtimes"]
     assert report["gpt_oss"] == {"plugin": "gpt_oss", "architectures": {"hf": ["gpt_oss", "GptOssForCausalLM"],
                                                                         "gguf": []}}
     directory, model = tiny
@@ -243,7 +243,7 @@ def test_gpt_oss_is_its_own_runtime_plugin_and_chosen_by_its_architecture(tiny, 
 def test_kvgate_plugins_describes_a_gpt_oss_model_without_loading_it(tiny, tmp_path):
     import shutil
 
-    from kvgate.core.cli import _served_model
+    from kvgate.plugins.plugin_list import served_model as _served_model
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.plugins import build_plugin_manager, collect
     from tests.models.tiny_gpt_oss import CHATML

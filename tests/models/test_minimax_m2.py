@@ -169,13 +169,13 @@ def test_the_plugin_loads_the_architecture_and_it_selects_the_minimax_m2_dialect
 
     from click.testing import CliRunner
 
-    from kvgate.core.cli import cli
+    from kvgate.core.cli import build_cli
     from kvgate.core.config import Config, ModelConfig
     from kvgate.core.loading.dialect_choice import build_chat_format
     from kvgate.core.loading.model_loading import load_runtime
     from kvgate.core.plugins import build_plugin_manager
 
-    report = json.loads(CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output)["runtimes"]
+    report = json.loads(CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output)["runtimes"]
     assert report["minimax_m2"] == {"plugin": "minimax_m2_runtime", "architectures": {
         "hf": ["minimax_m2", "MiniMaxM2ForCausalLM"], "gguf": []}}
     directory, model, _, _ = tiny["partial_rotary"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from kvgate.core.cli import cli
+from kvgate.core.cli import build_cli
 from kvgate.core.config import Config, ModelConfig
 from kvgate.core.errors import ConfigError
 from kvgate.core.hookspecs import hookimpl
@@ -131,7 +131,7 @@ def test_sources_and_the_default_model_come_from_plugins(tmp_path):
 
 
 def test_kvgate_plugins_lists_each_runtime_with_its_architectures():
-    out = CliRunner().invoke(cli, ["plugins", "--json", "--no-model"]).output
+    out = CliRunner().invoke(build_cli(), ["plugins", "--json", "--no-model"]).output
     report = json.loads(out)
     assert report["runtimes"]["llama"] == {"plugin": "llama", "architectures": {
         "hf": ["llama", "qwen2", "LlamaForCausalLM", "Qwen2ForCausalLM"], "gguf": ["llama", "qwen2"]}}

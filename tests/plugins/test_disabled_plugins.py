@@ -1,7 +1,8 @@
 """Plugins disabled by name in ``[plugins] disabled`` are gone from the real server, and only they:
 the cache page (``/``, ``/ui``, ``/v1/cache/overview``), the serving gauges on ``/metrics``, the
-worker-information routes a router probes, the request log (an ASGI wrapper) and the request
-recorder (a request observer), while chat and the server's own metrics still answer."""
+worker-information routes a router probes, the request log (an ASGI wrapper), the request
+recorder (a request observer) and the tool-name check (a request check), while chat and the
+server's own metrics still answer."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from tests.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
-DISABLED = ["cache_page", "serving_gauges", "worker_info", "request_log", "request_recorder"]
+DISABLED = ["cache_page", "serving_gauges", "worker_info", "request_log", "request_recorder", "tool_name_check"]
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,13 @@ def test_without_the_recorder_no_generation_is_recorded(servers):
     lines = [json.loads(line) for line in (with_all.workdir.parent / "records.jsonl").read_text().splitlines()]
     assert len(lines) == 1  # the server with the recorder wrote its one generation; the other none
     assert len(lines[0]["output"]) == replies[1].json()["usage"]["completion_tokens"]
+
+
+def test_without_the_tool_name_check_a_control_text_name_is_not_refused(servers):
+    without, with_all = servers
+    tool = {"type": "function", "function": {"name": "x<|im_end|>", "parameters": {"type": "object"}}}
+    body = {"model": "smollm2", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}], "tools": [tool],
+            "tool_choice": "none"}
+    refused = httpx.post(with_all.base_url + "/v1/chat/completions", json=body, timeout=120)
+    assert refused.status_code == 400 and "control text for the model" in refused.json()["error"]["message"]
+    assert httpx.post(without.base_url + "/v1/chat/completions", json=body, timeout=120).status_code == 200

@@ -4,7 +4,7 @@ the host offers at once, on a real server over a real socket.
 It brings its own model format (a ``.thirdparty`` file naming a GGUF), the default model (the
 embedded one is disabled), a runtime that loads its format, a dialect (a renamed ChatML-JSON), a
 chat format, a grammar backend (the installed one, counted), a schema preparer (the installed one,
-noting each request it prepares), a generation guard, a config section its guard reads, an adapter
+noting each request it prepares), a generation guard, a request check, a config section its guard reads, an adapter
 route, a service beside the server, a request observer, an ASGI wrapper (a response header of its
 own) and a command.
 Each is shown to be used: the request is answered through them, not around them.
@@ -23,8 +23,9 @@ import pytest
 from click.testing import CliRunner
 from litestar import get
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.config import config_from_dict
+from kvgate.core.errors import InvalidRequest
 from kvgate.core.hookspecs import hookimpl
 from kvgate.core.loading.model_runtimes import RuntimeSpec
 from kvgate.core.plugins import build_plugin_manager, collect
@@ -146,6 +147,17 @@ class ThirdParty:
                 request, relaxed = self.inner.prepare_request(request)
                 return request, relaxed + ["prepared by thirdparty_schemas"]
         register("thirdparty_schemas", NotingPreparer)
+
+    @hookimpl
+    def register_request_checks(self, register):
+        class NoForbiddenTool:
+            def __init__(self, dialect, tokenizer):
+                self.dialect = dialect
+
+            def check_request(self, request):
+                if any(tool.name == "thirdparty_forbidden" for tool in request.tools):
+                    raise InvalidRequest(f"thirdparty_forbidden is not served with {self.dialect.name}", param="tools")
+        register("thirdparty_check", NoForbiddenTool)
 
     @hookimpl
     def register_config_sections(self, register):
@@ -303,3 +315,14 @@ def test_its_command_joins_the_cli():
     pm.hook.register_commands(cli=cli)
     result = CliRunner().invoke(cli, ["thirdparty-hello"])
     assert result.exit_code == 0 and "hello from a third party" in result.output
+
+
+def test_its_request_check_refuses_a_request_before_it_is_rendered(served):
+    server, seen = served
+    renders = seen["renders"]
+    forbidden = {"type": "function", "function": {"name": "thirdparty_forbidden", "parameters": {"type": "object"}}}
+    body = {"model": "smollm2", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}], "tools": [forbidden]}
+    reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=300)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["message"] == "thirdparty_forbidden is not served with thirdparty_json"
+    assert seen["renders"] == renders

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from kvgate.core.cache.lookup_observers import build_lookup_observers
 from kvgate.core.cache.manager import CacheManager
 from kvgate.core.cache.tiers import Tiers
 from kvgate.core.config import config_from_dict
+from kvgate.core.plugins import build_plugin_manager
 
 
 @pytest.fixture(scope="session")
@@ -38,11 +41,14 @@ def cache_config(tmp_path, **cache):
     return config_from_dict({"state_dir": str(tmp_path), "cache": settings, "engine": {"max_batch": 4}})
 
 
-def make_manager(config, runtime, registry=None, ssd=True) -> CacheManager:
-    """A manager over the built-in tiers: the device tier, and the SSD tier unless ``ssd`` is False."""
+def make_manager(config, runtime, registry=None, ssd=True, pm=None) -> CacheManager:
+    """A manager over the built-in tiers: the device tier, and the SSD tier unless ``ssd`` is False;
+    with the lookup observers of ``pm`` (default: the installed plugins)."""
     from kvgate.plugins import cache_device, cache_ssd
 
     backups = {"ssd": cache_ssd.build_tier(config, runtime)} if ssd else {}
     tiers = Tiers(resident=cache_device.build_tier(config, runtime), resident_name="device", backups=backups,
                   registered=("device", "ssd"))
-    return CacheManager(config, runtime, tiers, registry)
+    registry = registry if registry is not None else CollectorRegistry()
+    return CacheManager(config, runtime, tiers, registry, build_lookup_observers(pm or build_plugin_manager(), config,
+                                                                                  runtime, registry))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 from typing import Optional
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut

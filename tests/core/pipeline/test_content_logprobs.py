@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sampling import TokenLogprobs

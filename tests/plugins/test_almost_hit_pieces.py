@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from kvgate.core.cache.almost_hits import AlmostHits
+from kvgate.plugins.almost_hits import AlmostHits
 from kvgate.core.tenants import NamespaceOwners, Tenant
 from kvgate.plugins.cache_routes import scoped
 from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf

@@ -34,8 +34,8 @@ MAX_HOPS = 4
 
 
 class Canonicalizer:
-    """Per-tokenizer tables and caches (shared by every request's fence; engine threads only read
-    the tables and write whole dict entries)."""
+    """Per-tokenizer tables and caches (built by ``register_mask_refiners``, shared by every
+    request's fence; engine threads only read the tables and write whole dict entries)."""
 
     def __init__(self, info: TokenizerInfo):
         self.info = info
@@ -101,8 +101,9 @@ class Canonicalizer:
                 out[token] = better
         return resolve(out)
 
-    def fold(self, logits: torch.Tensor, mask: np.ndarray, matcher, recent: tuple[int, ...]) -> np.ndarray:
-        """Move each non-canonical token's logit onto its canonical token; the narrowed mask."""
+    def refine(self, logits: torch.Tensor, mask: np.ndarray, matcher, recent: tuple[int, ...]) -> np.ndarray:
+        """Move each non-canonical token's logit onto its canonical token; the narrowed mask
+        (:class:`kvgate.core.fence.refiners.MaskRefiner`)."""
         moves = self.merges(matcher, mask, recent)
         if not moves:
             return mask
@@ -124,12 +125,3 @@ def resolve(moves: dict[int, int]) -> dict[int, int]:
             out[token] = better
     return out
 
-
-def canonicalizer_for(info: TokenizerInfo) -> Canonicalizer:
-    with info.lock:
-        found = info.backends.canonical
-    if found is None:
-        found = Canonicalizer(info)
-        with info.lock:
-            info.backends.canonical = found
-    return found

@@ -6,7 +6,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models
 
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.pipeline.tool_names import ToolNameCheck
+from kvgate.plugins.tool_name_check import ToolNameCheck
 from kvgate.core.types import Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.deepseek_dsml import DeepseekDsml

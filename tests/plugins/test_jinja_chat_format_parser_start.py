@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvgate.core.chat_format import JinjaChatFormat
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.types import ChatRequest, Message, ReasoningDelta, TextDelta
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.dialects.minimax_m2 import MinimaxM2

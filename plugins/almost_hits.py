@@ -1,4 +1,4 @@
-"""Almost-hits: lookups that forked late inside a stored sequence.
+"""Plugin: almost-hits, lookups that forked late inside a stored sequence (a lookup observer).
 
 When the prompt shares at least ``min_tokens`` tokens and more than ``min_ratio`` of a stored
 sequence but then diverges inside it, the miss is almost always a template, a re-rendered tool
@@ -7,6 +7,8 @@ sequence could have given the prompt is kept whatever its ratio. Each one is log
 kept (the most recent ``keep``) with the fork position, the tokens lost, the decoded text on both
 sides, and the token pieces on both sides (``stored_pieces``, ``prompt_pieces``: one string per
 token from ``pieces_from``), which show a re-tokenization fork whose two sides read the same.
+Settings: ``[cache] almost_hit_min_tokens``, ``almost_hit_min_ratio``; the cache diagnostics list
+them under ``almost_hits`` and ``kvgate_cache_almost_hits`` counts them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ import logging
 import threading
 import time
 from typing import Any, Sequence
+
+from prometheus_client import Counter
+
+from kvgate.core.cache.lookup_observers import Lookup
+from kvgate.core.hookspecs import hookimpl
 
 log = logging.getLogger("kvgate.cache")
 EXPENSIVE_FORK_TOKENS = 2048
@@ -73,3 +80,29 @@ class AlmostHits:
     def recent(self) -> list[dict]:
         with self.lock:
             return list(self.items)
+
+
+class AlmostHitObserver:
+    """:class:`kvgate.core.cache.lookup_observers.LookupObserver`: of a lookup's candidates that
+    qualify, the one that forked latest is recorded."""
+
+    def __init__(self, config, runtime, registry):
+        settings = config.cache
+        counter = Counter("kvgate_cache_almost_hits", "Lookups that forked late inside a stored sequence.",
+                          registry=registry)
+        self.hits = AlmostHits(runtime.tokenizer, settings.almost_hit_min_tokens, settings.almost_hit_min_ratio,
+                               counter)
+
+    def looked_up(self, lookup: Lookup) -> None:
+        found = [c for c in lookup.candidates if self.hits.qualifies(lookup.prompt, c.tokens, c.shared)]
+        if found:
+            best = max(found, key=lambda candidate: candidate.shared)
+            self.hits.record(lookup.namespace, best.tier, lookup.prompt, best.tokens, best.shared)
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {"almost_hits": self.hits.recent()}
+
+
+@hookimpl
+def register_lookup_observers(register):
+    register("almost_hits", AlmostHitObserver)

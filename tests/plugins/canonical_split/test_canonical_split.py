@@ -53,7 +53,7 @@ def test_forced_text_keeps_the_canonical_split(smol_info, smol_tokenizer, pm, co
     for canonical in (True, False):
         fence = build_request_fence(request("required", tools=(WEATHER, SEARCH)), dialect, smol_info, config, pm)
         if not canonical:
-            fence.canonical = None
+            fence.refiners = []
         out = scripted_run(fence, smol_tokenizer, script)
         text = smol_tokenizer.decode(out)
         assert check_calls(dialect, [WEATHER, SEARCH], text).ok, text

@@ -3,7 +3,7 @@ before them is unchanged), folded into the leading system turn where it refuses.
 
 from __future__ import annotations
 
-from kvgate.core.chat_format import JinjaChatFormat, fold_late_system
+from kvgate.plugins.jinja_chat_format import JinjaChatFormat, fold_late_system
 from kvgate.core.types import ChatRequest, Message, Tool
 from kvgate.dialects.chatml_json import ChatmlJson
 

@@ -1,4 +1,5 @@
-"""Which tool names the model can carry: checked once per request, before the prompt is rendered.
+"""Plugin: which tool names the model can carry, a request check (``register_request_checks``) run
+once per request, before the prompt is rendered.
 
 A name is refused (400 naming the tool) when
 
@@ -17,7 +18,8 @@ import re
 from typing import Any, Optional
 
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import ParseIssue, Tool, ToolCall, ToolCallStart
+from kvgate.core.hookspecs import hookimpl
+from kvgate.core.types import ChatRequest, ParseIssue, Tool, ToolCall, ToolCallStart
 
 MAX_REMEMBERED = 4096
 _MARKUP = re.compile(r"[<>|]")
@@ -30,6 +32,10 @@ class ToolNameCheck:
         self.dialect = dialect
         self.forbidden = sorted(set(_added_token_texts(tokenizer)) | set(_markup_literals(dialect)))
         self._verdicts: dict[str, Optional[str]] = {}
+
+    def check_request(self, request: ChatRequest) -> None:
+        """:class:`kvgate.core.pipeline.request_checks.RequestCheck`: every tool's name."""
+        self.check(request.tools)
 
     def check(self, tools: list[Tool]) -> None:
         for index, tool in enumerate(tools):
@@ -90,3 +96,8 @@ def _added_token_texts(tokenizer: Any) -> list[str]:
 
 def _markup_literals(dialect: Any) -> list[str]:
     return [text.strip() for text in dialect.literals.values() if isinstance(text, str) and _MARKUP.search(text)]
+
+
+@hookimpl
+def register_request_checks(register):
+    register("tool_name_check", ToolNameCheck)
