@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any, AsyncIterator
 
 from litestar import Request, Response, head, post
@@ -15,12 +16,14 @@ from kvgate.adapters.anthropic.message import fold_message
 from kvgate.adapters.anthropic.request import build_chat_request
 from kvgate.adapters.anthropic.stream import MessageStream, error_event
 from kvgate.core.errors import KvgateError
+from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
 from kvgate.core.http.routing import protocol_router, read_json_object, sse_event, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
 MESSAGES_PATHS = ["/v1/messages", "/messages"]
 COUNT_PATHS = ["/v1/messages/count_tokens", "/messages/count_tokens"]
 PROBE_PATHS = ["/", "/api/hello"]  # Claude Code calls HEAD / before its first request
+log = logging.getLogger("kvgate.anthropic")
 
 
 def build_routes(ctx) -> list:
@@ -43,7 +46,11 @@ def build_routes(ctx) -> list:
         if body.get("stream"):
             first = await first_event(events)
             return sse_response(sse_chunks(stream, first, events))
-        return Response(await whole_message(stream, events), status_code=200)
+        message = await unless_gone_first(whole_message(stream, events), http_disconnect(request.receive))
+        if message.cancelled():
+            log.info("%s: client disconnected; request cancelled", stream.message_id)
+            return Response(b"", status_code=499)  # nginx's "client closed request"; nobody reads it
+        return Response(message.result(), status_code=200)
 
     @post(COUNT_PATHS, status_code=200)
     async def count_tokens(request: Request) -> Response:

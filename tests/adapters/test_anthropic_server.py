@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import anthropic
 import httpx
@@ -221,3 +222,22 @@ def test_bad_requests_get_anthropic_errors(server):
 def test_probes_answer_200(server):
     assert httpx.head(server.base_url + "/", timeout=10).status_code == 200
     assert httpx.head(server.base_url + "/api/hello", timeout=10).status_code == 200
+
+
+def test_a_non_streaming_client_that_leaves_cancels_its_request(server):
+    from tests.adapters.test_responses_compliance import in_flight, open_raw_request
+
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 2000, "temperature": 0,
+            "messages": [{"role": "user", "content": "Write a very long story about a dragon and a knight."}]}
+    sock = open_raw_request(server, "/v1/messages", body)
+    started = time.monotonic()
+    while not in_flight(server):
+        assert time.monotonic() - started < 60, "the request never reached the engine"
+        time.sleep(0.05)
+    time.sleep(0.5)  # decoding now
+    sock.close()
+    left_at = time.monotonic()
+    while in_flight(server) and time.monotonic() - left_at < 30:
+        time.sleep(0.2)
+    assert in_flight(server) == 0, server.log()[-3000:]
+    assert server.wait_for_log("client disconnected; request cancelled")
