@@ -15,7 +15,7 @@ import ast
 import re
 
 from kvgate.core.fence.custom import MAX_REGEX_CHARS, UNSUPPORTED_REGEX, GrammarError
-from kvgate.plugins.lark_grammar.tokens import COMMON, Token, statements
+from kvgate.plugins.lark_grammar.tokens import Token, statements
 
 _META = set("\\.+*?()|[]{}^$#&-~")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f", "\v": "\\v"}

@@ -268,26 +268,15 @@ def test_fence_reasoning_first(drive):
 @pytest.mark.parametrize("mode,name", [("required", None), ("named", "plan_trip")])
 def test_fenced_calls_are_valid_with_and_without_speculation(smollm2_runtime, pm, mode, name):  # noqa: F811
     from bench.fence_check import check_calls
-    from kvgate.core.config import Config
-    from kvgate.core.config_sections import bind_plugin_sections
-    from kvgate.core.fence import tokenizer_info
     from kvgate.core.types import SamplingParams, ToolChoice
     from tests.core.fence.conftest import CLOCK
-    from tests.core.fence.engine_run import generate, make_engine
+    from tests.core.fence.engine_run import plain_and_speculative
 
     runtime, dialect = smollm2_runtime, Gemma4()
-    config = bind_plugin_sections(Config(), pm)
-    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
     req = ChatRequest(model="m", messages=[Message("user", "Plan two nights in Oslo in May, and the time?")],
                       tools=[PLAN, CLOCK], tool_choice=ToolChoice(mode, name),
                       sampling=SamplingParams(temperature=0.0), parallel_tool_calls=False)
-    plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
-    try:
-        without, done, _ = generate(plain, runtime, dialect, req, info, config, pm, 200)
-        with_spec, _, _ = generate(spec, runtime, dialect, req, info, config, pm, 200)
-    finally:
-        plain.stop()
-        spec.stop()
+    without, with_spec, done = plain_and_speculative(runtime, dialect, req, pm, 200)
     text = runtime.tokenizer.decode(without, skip_special_tokens=False)
     assert with_spec == without, (text, runtime.tokenizer.decode(with_spec))
     verdict = check_calls(dialect, req.tools, text)

@@ -228,26 +228,15 @@ def test_fence_reasoning_first(drive):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode,name", [("required", None), ("named", "get_time")])
 def test_fenced_calls_are_valid_with_and_without_speculation(smollm2_runtime, pm, mode, name):  # noqa: F811
-    from kvgate.core.config import Config
-    from kvgate.core.config_sections import bind_plugin_sections
-    from kvgate.core.fence import tokenizer_info
     from bench.fence_check import check_calls
     from kvgate.core.types import SamplingParams, ToolChoice
-    from tests.core.fence.engine_run import generate, make_engine
+    from tests.core.fence.engine_run import plain_and_speculative
 
     runtime, dialect = smollm2_runtime, MinimaxM2()
-    config = bind_plugin_sections(Config(), pm)
-    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
     req = ChatRequest(model="m", messages=[Message("user", "Weather in Paris for 3 days, and the time?")],
                       tools=[WEATHER, CLOCK], tool_choice=ToolChoice(mode, name),
                       sampling=SamplingParams(temperature=0.0), parallel_tool_calls=False)
-    plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
-    try:
-        without, done, _ = generate(plain, runtime, dialect, req, info, config, pm, 120)
-        with_spec, _, _ = generate(spec, runtime, dialect, req, info, config, pm, 120)
-    finally:
-        plain.stop()
-        spec.stop()
+    without, with_spec, done = plain_and_speculative(runtime, dialect, req, pm, 120)
     text = runtime.tokenizer.decode(without, skip_special_tokens=False)
     assert with_spec == without, (text, runtime.tokenizer.decode(with_spec))
     verdict = check_calls(dialect, req.tools, text)

@@ -37,6 +37,17 @@ def greedy_run(fence, logits_for, budget: int) -> list[int]:
     return out
 
 
+@pytest.fixture(scope="module")
+def engines(smollm2_runtime):
+    """Two engines on the embedded model: (plain, with n-gram speculation)."""
+    from tests.core.fence.engine_run import make_engine
+
+    plain, spec = make_engine(smollm2_runtime, 0), make_engine(smollm2_runtime, 4)
+    yield plain, spec
+    plain.stop()
+    spec.stop()
+
+
 @pytest.fixture(scope="session")
 def smol_tokenizer():
     from kvgate.models.embedded import embedded_gguf_path

@@ -8,9 +8,10 @@ from typing import Optional
 
 from kvgate.plugins.jinja_chat_format import JinjaChatFormat
 from kvgate.core.config import Config, EngineConfig
+from kvgate.core.config_sections import bind_plugin_sections
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Sequence, SequenceDone, TokenOut
-from kvgate.core.fence import build_request_fence
+from kvgate.core.fence import build_request_fence, tokenizer_info
 from kvgate.core.types import ChatRequest
 
 
@@ -47,3 +48,19 @@ def collect(inbox: queue.Queue) -> tuple[list[int], SequenceDone]:
             out.append(message.token)
         elif isinstance(message, SequenceDone):
             return out, message
+
+
+def plain_and_speculative(runtime, dialect, request: ChatRequest, pm,
+                          max_tokens: int) -> tuple[list[int], list[int], SequenceDone]:
+    """(output without speculation, output with n-gram speculation, the plain run's done message) of
+    one fenced request, on the default config."""
+    config = bind_plugin_sections(Config(), pm)
+    info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
+    plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
+    try:
+        without, done, _ = generate(plain, runtime, dialect, request, info, config, pm, max_tokens)
+        with_spec, _, _ = generate(spec, runtime, dialect, request, info, config, pm, max_tokens)
+    finally:
+        plain.stop()
+        spec.stop()
+    return without, with_spec, done

@@ -39,14 +39,6 @@ def requests() -> list[tuple[str, ChatRequest, bool]]:
             ("tool-named", named, True)]
 
 
-@pytest.fixture(scope="module")
-def engines(smollm2_runtime):
-    plain, spec = make_engine(smollm2_runtime, 0), make_engine(smollm2_runtime, 4)
-    yield plain, spec
-    plain.stop()
-    spec.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("label,request_,fenced", requests(), ids=[r[0] for r in requests()])
 def test_speculation_changes_nothing_under_greedy(smollm2_runtime, engines, pm, monkeypatch, label, request_, fenced):

@@ -18,21 +18,13 @@ from kvgate.plugins.lark_grammar.to_regex import lark_to_regex
 from kvgate.core.types import ChatRequest, InputFormat, Message, SamplingParams, ToolChoice
 from kvgate.dialects.chatml_json import ChatmlJson
 from tests.adapters.codex_tools import EXEC_GRAMMAR
-from tests.core.fence.engine_run import generate, make_engine
+from tests.core.fence.engine_run import generate
 
 pytestmark = pytest.mark.slow
 SHELL_REGEX = "ls( -[a-z]+)?( [a-z./]+)*"
 TOOLS = {"shell": (custom_tool("shell", "Run a command.", InputFormat("regex", SHELL_REGEX)), SHELL_REGEX),
          "exec": (custom_tool("exec", "Run JavaScript.", InputFormat("lark", EXEC_GRAMMAR), "functions"),
                   lark_to_regex(EXEC_GRAMMAR))}
-
-
-@pytest.fixture(scope="module")
-def engines(smollm2_runtime):
-    plain, spec = make_engine(smollm2_runtime, 0), make_engine(smollm2_runtime, 4)
-    yield plain, spec
-    plain.stop()
-    spec.stop()
 
 
 @pytest.mark.parametrize("name", sorted(TOOLS))

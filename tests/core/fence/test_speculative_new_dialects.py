@@ -15,7 +15,7 @@ from kvgate.dialects.deepseek_v31 import DeepseekV31
 from kvgate.dialects.kimi_k2 import KimiK2
 from kvgate.dialects.qwen3_coder_xml import Qwen3CoderXml
 from tests.core.fence.conftest import CLOCK, WEATHER
-from tests.core.fence.engine_run import generate, make_engine
+from tests.core.fence.engine_run import generate
 
 DIALECTS = {"qwen3_coder": Qwen3CoderXml(), "v31": DeepseekV31("v31"), "r1": DeepseekV31("r1"),
             "kimi": KimiK2("instruct")}
@@ -25,14 +25,6 @@ LIMITS = {"qwen3_coder": 160, "v31": 200, "r1": 224, "kimi": 160}
 # cores); every mode of every dialect is driven token by token in tests/core/fence/test_fence_new_dialects.py
 MODES = {key: [("required", None)] for key in DIALECTS}
 MODES["qwen3_coder"] += [("named", "get_time"), ("none", None)]
-
-
-@pytest.fixture(scope="module")
-def engines(smollm2_runtime):
-    plain, spec = make_engine(smollm2_runtime, 0), make_engine(smollm2_runtime, 4)
-    yield plain, spec
-    plain.stop()
-    spec.stop()
 
 
 @pytest.mark.slow
