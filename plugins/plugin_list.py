@@ -20,7 +20,12 @@ REGISTRIES = [("register_adapters", "adapter"), ("register_services", "service")
               ("register_chat_formats", "chat format"), ("register_model_runtimes", "model runtime"),
               ("register_cache_tiers", "cache tier"), ("register_grammar_backends", "grammar backend"),
               ("register_generation_guards", "generation guard"), ("register_model_formats", "model format"),
-              ("register_default_models", "default model"), ("register_config_sections", "config section")]
+              ("register_default_models", "default model"), ("register_config_sections", "config section"),
+              ("register_request_observers", "request observer"), ("register_asgi_wrappers", "ASGI wrapper"),
+              ("register_drafters", "drafter"), ("register_tokenizer_caches", "tokenizer cache"),
+              ("register_tenant_policies", "tenant policy"), ("register_schema_preparers", "schema preparer"),
+              ("register_mask_refiners", "mask refiner"), ("register_request_checks", "request check"),
+              ("register_lookup_observers", "lookup observer"), ("register_tool_grammars", "tool grammar")]
 
 
 @click.command("plugins")
@@ -43,12 +48,18 @@ def plugins(config_path, as_json, no_model) -> None:
         print_report(report)
 
 
+def plural(kind: str) -> str:
+    if kind.endswith("y"):
+        return kind[:-1] + "ies"
+    return kind + ("es" if kind.endswith("x") else "s")
+
+
 def print_report(report: dict) -> None:
     for row in report["plugins"]:
         source = row["distribution"] or "(not from an entry point)"
         click.echo(f"{row['name']:<22} {source:<22} {', '.join(row['hooks'])}")
     for kind, entries in report["registries"].items():
-        click.echo(f"{kind}s: " + (", ".join(f"{n} ({o})" for n, o in entries.items()) or "none"))
+        click.echo(f"{plural(kind)}: " + (", ".join(f"{n} ({o})" for n, o in entries.items()) or "none"))
     for name, row in report["runtimes"].items():
         loads = "; ".join(f"{kind} {', '.join(names)}" for kind, names in row["architectures"].items() if names)
         click.echo(f"model runtime {name} ({row['plugin']}) loads {loads or 'nothing'}")

@@ -13,7 +13,8 @@ REGISTRY_HOOKS = [
     "register_cache_tiers", "register_grammar_backends", "register_generation_guards",
     "register_model_formats", "register_default_models",
     "register_config_sections", "register_request_observers", "register_asgi_wrappers", "register_drafters",
-    "register_tokenizer_caches", "register_tenant_policies", "register_schema_preparers",
+    "register_tokenizer_caches", "register_tenant_policies", "register_schema_preparers", "register_mask_refiners",
+    "register_request_checks", "register_lookup_observers", "register_tool_grammars",
 ]
 
 
