@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.models.bit_identity import decoded_logits, split_prefill_logits
 from tests.models.tiny_families import build_tiny_family, load_tiny_family
 
 PROMPT = [(i * 29 + 3) % 97 for i in range(40)]
@@ -30,16 +31,12 @@ def one_shot(runtime):
 
 @pytest.mark.parametrize("split", [3, 13, 31])
 def test_a_split_prefill_gives_the_one_shot_bits(runtime, one_shot, split):
-    session = runtime.new_session()
-    head = runtime.prefill(session, PROMPT[:split], all_logits=True)
-    assert torch.equal(torch.cat([head, runtime.prefill(session, PROMPT[split:], all_logits=True)]), one_shot)
+    assert torch.equal(split_prefill_logits(runtime, PROMPT, split), one_shot)
 
 
 def test_decode_alone_in_a_batch_and_after_a_fork_gives_the_one_shot_bits(runtime, one_shot):
-    session = runtime.new_session()
-    first = runtime.prefill(session, PROMPT[:20])
-    decoded = [runtime.decode([session], [token])[0] for token in PROMPT[20:30]]
-    assert torch.equal(torch.stack([first] + decoded[:-1]), one_shot[19:29])
+    session, decoded = decoded_logits(runtime, PROMPT, 20, 30)
+    assert torch.equal(decoded, one_shot[19:29])
     other = runtime.new_session()
     runtime.prefill(other, PROMPT[::-1][:37])
     assert torch.equal(runtime.decode([other, session], [5, PROMPT[30]])[1], one_shot[30])

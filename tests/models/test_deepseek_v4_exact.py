@@ -13,6 +13,7 @@ import torch
 from kvgate.models.deepseek_v4.arithmetic import Arithmetic
 from kvgate.models.deepseek_v4.attention import attend
 from kvgate.models.deepseek_v4.exact_attention import exact_attend
+from tests.models.bit_identity import decoded_logits, split_prefill_logits
 from tests.models.tiny_deepseek_v4 import add_mtp_layer, build_tiny_v4, load_tiny_v4
 
 PROMPT = [(i * 37 + 11) % 97 for i in range(45)]
@@ -40,16 +41,12 @@ def one_shot(runtime):
 
 @pytest.mark.parametrize("split", [8, 13, 33])
 def test_a_split_prefill_gives_the_one_shot_bits(runtime, one_shot, split):
-    session = runtime.new_session()
-    head = runtime.prefill(session, PROMPT[:split], all_logits=True)
-    assert torch.equal(torch.cat([head, runtime.prefill(session, PROMPT[split:], all_logits=True)]), one_shot)
+    assert torch.equal(split_prefill_logits(runtime, PROMPT, split), one_shot)
 
 
 def test_decode_alone_in_a_batch_and_after_a_fork_gives_the_one_shot_bits(runtime, one_shot):
-    session = runtime.new_session()
-    first = runtime.prefill(session, PROMPT[:20])
-    decoded = [runtime.decode([session], [token])[0] for token in PROMPT[20:30]]
-    assert torch.equal(torch.stack([first] + decoded[:-1]), one_shot[19:29])
+    session, decoded = decoded_logits(runtime, PROMPT, 20, 30)
+    assert torch.equal(decoded, one_shot[19:29])
     long_one, short_one = runtime.new_session(), runtime.new_session()
     runtime.prefill(long_one, PROMPT[::-1][:41])
     runtime.prefill(short_one, PROMPT[5:9])

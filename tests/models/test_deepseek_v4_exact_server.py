@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.exact_helpers import difference
 from tests.models.test_deepseek_v4_server import write_checkpoint
-from tests.models.test_moe_exact_server import four_ways
+from tests.models.test_moe_exact_server import assert_bit_identical, four_ways
 
 pytestmark = pytest.mark.slow
 
 
 def test_cold_fork_batch_and_restore_are_bit_identical(tmp_path):
-    runs = four_ways(tmp_path, "deepseek_v4", directory=write_checkpoint(tmp_path / "deepseek_v4"))
-    cold = runs["cold"]
-    assert len(cold.tokens) == 12 and cold.device == cold.ssd == 0
-    assert runs["fork"].device > 32, "the fork reused the shared passage"
-    assert runs["restored"].ssd > 32, "the restart restored the prompt from SSD"
-    for case in ("fork", "batch", "restored"):
-        assert runs[case].output() == cold.output(), f"{case}: {difference(runs[case], cold)}"
+    assert_bit_identical(four_ways(tmp_path, "deepseek_v4", directory=write_checkpoint(tmp_path / "deepseek_v4")))

@@ -37,6 +37,23 @@ def greedy_run(fence, logits_for, budget: int) -> list[int]:
     return out
 
 
+@pytest.fixture()
+def accepted_drafts(monkeypatch) -> list[int]:
+    """How many drafted tokens each speculative verification accepted (observed, not changed)."""
+    from kvgate.core.engine import speculative
+
+    accepted: list[int] = []
+    original = speculative.verify
+
+    def counting(seq, rows, draft, forced):
+        chosen, work = original(seq, rows, draft, forced)
+        accepted.append(len(chosen) - 1)
+        return chosen, work
+
+    monkeypatch.setattr(speculative, "verify", counting)
+    return accepted
+
+
 @pytest.fixture(scope="module")
 def engines(smollm2_runtime):
     """Two engines on the embedded model: (plain, with n-gram speculation)."""
