@@ -36,7 +36,7 @@ def load(deterministic: bool, weights: str, model: str = ""):
     from kvgate.core.loading.model_loading import load_runtime as load_any
     from kvgate.core.plugins import build_plugin_manager
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
     engine = EngineConfig(deterministic=deterministic)

@@ -50,7 +50,7 @@ def main() -> None:
 
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
     runtime = load_runtime(resolve_source(""), ModelConfig(dtype="bf16"), EngineConfig(), cache_dir)

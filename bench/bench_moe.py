@@ -30,7 +30,7 @@ def build(directory: Path, dtype: str, device: str):
 
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.qwen3.families import QWEN3_MOE
 
     torch.manual_seed(0)

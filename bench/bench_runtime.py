@@ -101,7 +101,7 @@ def load_sides(cache_dir: str):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.gguf_cache import converted_directory
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.progress import Progress
 
     source = resolve_source("")

@@ -40,7 +40,7 @@ from tests.harness import ServerProcess  # noqa: E402
 def load_runtime():
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime as load
+    from kvgate.models.loading import load_runtime as load
 
     cache_dir = os.path.join(tempfile.gettempdir(), "kvgate-bench-models")
     return load(resolve_source(""), ModelConfig(), EngineConfig(), cache_dir)

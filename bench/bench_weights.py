@@ -31,7 +31,7 @@ FORMATS = ("bf16", "int8", "int4")
 def load(fmt: str, cache_dir: str):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", weights=fmt, max_context=8192),
                         EngineConfig(kv_pool_tokens=8 * 2048), cache_dir)

@@ -21,7 +21,7 @@ from bench.fence_workload import DIALECTS
 
 def load(dtype: str):
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     cache = os.environ.get("KVGATE_BENCH_MODEL_CACHE") or os.path.expanduser("~/.cache/kvgate-bench/models")
     runtime = load_runtime(resolve_source(""), ModelConfig(dtype=dtype), EngineConfig(kv_pool_tokens=65536), cache)

@@ -155,7 +155,7 @@ class ModelRuntime(abc.ABC):
 
         Returns the fp32 logits of the last position, shape [vocab], or of every new position,
         shape [len(tokens), vocab], when ``all_logits``. ``interrupted``, when given, may be polled
-        during the forward (the Llama runtime polls it before each layer); once it returns True the
+        during the forward (the Llama forward polls it before each layer); once it returns True the
         runtime leaves the session as it was and raises :class:`PrefillInterrupted`.
         """
 

@@ -12,6 +12,8 @@ import json
 import attrs
 import torch
 
+from kvgate.models.cpu_kernels.rms_norm import FINGERPRINT as NORM_FINGERPRINT
+
 SAMPLES_PER_TENSOR = 257
 
 
@@ -33,3 +35,12 @@ def weights_fingerprint(arch, weights, dtype: torch.dtype) -> str:
     for tensor in weights.named_tensors():
         digest.update(tensor_digest(tensor))
     return digest.hexdigest()[:32]
+
+
+def runtime_fingerprint(arch, weights, dtype: torch.dtype, deterministic: bool, norm_kernel: bool) -> str:
+    """The fingerprint of a runtime's state: its weights', plus the arithmetic that wrote the state,
+    so state of one mode never serves the other (the invariant attention; the CPU RMSNorm kernel)."""
+    mode = "/invariant-flash" if deterministic else ""
+    if norm_kernel:
+        mode += NORM_FINGERPRINT
+    return weights_fingerprint(arch, weights, dtype) + mode

@@ -2,7 +2,7 @@
 
 Reads ``config.json``, ``*.safetensors``, ``tokenizer_config.json`` (special tokens,
 ``chat_template``), ``chat_template.jinja`` and ``generation_config.json`` (eos ids); a runtime
-builds its architecture and weights from what they return (see :mod:`kvgate.models.llama.loading`).
+builds its architecture and weights from what they return (see :mod:`kvgate.models.loading`).
 """
 
 from __future__ import annotations

@@ -132,3 +132,7 @@ class KVPool:
     @torch.inference_mode()
     def write(self, slots: torch.Tensor, kv: torch.Tensor) -> None:
         self.storage.index_copy_(2, slots, kv.to(self.dtype))
+
+    def rows_from_bytes(self, raw: torch.Tensor, count: int) -> torch.Tensor:
+        """What :meth:`write` takes for ``count`` tokens' exported bytes ``raw`` (uint8, C order of :meth:`read`)."""
+        return raw.view(self.dtype).view(self.layers, self.parts, count, self.kv_heads, self.head_dim).to(self.device)

@@ -26,7 +26,7 @@ def smollm2_model_cache(tmp_path_factory) -> str:
 def _load_smollm2(dtype: str, cache_dir: str):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     # the trained 8,192 (no YaRN): the comparisons against transformers load the plain GGUF
     return load_runtime(resolve_source(""), ModelConfig(dtype=dtype, max_context=8192), EngineConfig(), cache_dir)

@@ -25,13 +25,15 @@ from kvgate.models.deepseek_v3.weights import DeepseekWeights
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.invariant_linear import invariant_einsum, invariant_linear
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.llama.forward import Context
+from kvgate.models.kv_forward import Context
 from kvgate.models.moe.experts import moe_mlp, swiglu
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.rope import Rotary, apply_rotary
 
 
 class MlaForward:
+    norm_kernel = None  # its norms run in torch (kvgate.models.kv_forward.KVForward)
+
     def __init__(self, arch: DeepseekArch, weights: DeepseekWeights, pool: KVPool, rotary: Rotary,
                  fp32_attention_keys: Optional[int] = None, deterministic: bool = False):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary

@@ -25,7 +25,7 @@ from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.deepseek_v3.forward import MlaForward
 from kvgate.models.deepseek_v32.indexer import indexer_key, indexer_queries, select
 from kvgate.models.invariant_selection import selected_attention
-from kvgate.models.llama.forward import Context
+from kvgate.models.kv_forward import Context
 from kvgate.models.prefill_attention import PrefillAttention
 
 

@@ -7,9 +7,9 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.deepseek_v32.runtime.DeepseekV32Runtime`."""
+    """Load a DeepSeek V3.2 model (:data:`~kvgate.models.deepseek_v32.runtime.DEEPSEEK_V32`)."""
     from kvgate.models.deepseek_v32.runtime import DEEPSEEK_V32
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir, DEEPSEEK_V32)
 

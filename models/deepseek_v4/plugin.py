@@ -9,7 +9,7 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 def load(source, model_config, engine_config, cache_dir):
     """Load a :class:`~kvgate.models.deepseek_v4.runtime.DeepseekV4Runtime`."""
     from kvgate.models.deepseek_v4.runtime import DEEPSEEK_V4
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir, DEEPSEEK_V4)
 

@@ -8,9 +8,9 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.gemma4.runtime.Gemma4Runtime`."""
+    """Load a Gemma 4 model (:data:`~kvgate.models.gemma4.runtime.GEMMA4`)."""
     from kvgate.models.gemma4.runtime import GEMMA4
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir, GEMMA4)
 

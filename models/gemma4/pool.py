@@ -75,3 +75,7 @@ class ShapedKVPool(KVPool):
             part = kv[offset:offset + size].view(self.dtype).view(storage.shape[0], 2, n, *storage.shape[3:])
             storage.index_copy_(2, slots, part.to(self.device))
             offset += size
+
+    def rows_from_bytes(self, raw: torch.Tensor, count: int) -> torch.Tensor:
+        """:meth:`write` takes the exported bytes as they are."""
+        return raw

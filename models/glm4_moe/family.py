@@ -1,4 +1,5 @@
-"""GLM-4.5 (``glm4_moe``) as a family of the Llama runtime: its names, architecture and runtime."""
+"""GLM-4.5 (``glm4_moe``): its names and architecture, served by the Llama parts under its own state
+name; with ``[engine] speculative = "mtp"`` its MTP layer (``num_nextn_predict_layers``) drafts."""
 
 from __future__ import annotations
 
@@ -6,21 +7,16 @@ from typing import Any
 
 import attrs
 
+from kvgate.models.kv_runtime import kv_runtime
 from kvgate.models.llama.layers import LlamaArch
-from kvgate.models.llama.loading import Family
-from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.llama.runtime import llama_parts
+from kvgate.models.loading import Family
 from kvgate.models.moe.config import moe_from_hf_config
-from kvgate.models.mtp.runtime import MtpRuntime
 from kvgate.models.mtp.weights import mtp_weights_from_hf
 
 GLM4_MOE_NAMES = {"glm4_moe": "glm4_moe", "Glm4MoeForCausalLM": "glm4_moe"}
 
-
-class Glm4MoeRuntime(MtpRuntime, LlamaRuntime):
-    """The Llama runtime on GLM-4.5 weights; its chunks are the Llama layout under their own name.
-    With ``[engine] speculative = "mtp"`` its MTP layer (``num_nextn_predict_layers``) drafts."""
-
-    STATE_NAME = "glm4moe-kv/1"
+GLM4_MOE_PARTS = llama_parts("glm4moe-kv/1")
 
 
 def glm4_moe_arch(config: dict[str, Any]) -> LlamaArch:
@@ -37,5 +33,5 @@ def glm4_moe_arch(config: dict[str, Any]) -> LlamaArch:
                         moe=moe_from_hf_config(config, arch.layers, scoring="sigmoid"))
 
 
-GLM4_MOE = Family("GLM-4.5", {*GLM4_MOE_NAMES, "glm4moe"}, glm4_moe_arch, Glm4MoeRuntime,
+GLM4_MOE = Family("GLM-4.5", {*GLM4_MOE_NAMES, "glm4moe"}, glm4_moe_arch, kv_runtime(GLM4_MOE_PARTS),
                   draft_weights=mtp_weights_from_hf)

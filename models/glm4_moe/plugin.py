@@ -7,9 +7,9 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.glm4_moe.family.Glm4MoeRuntime` from an HF directory or a GGUF."""
+    """Load a GLM-4.5 model (:data:`~kvgate.models.glm4_moe.family.GLM4_MOE`) from an HF directory or a GGUF."""
     from kvgate.models.glm4_moe.family import GLM4_MOE
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir, GLM4_MOE)
 

@@ -33,6 +33,8 @@ Context = Union[torch.Tensor, slice]  # slot indices ([keys] or [batch, keys]), 
 
 
 class GptOssForward:
+    norm_kernel = None  # its norms run in torch (kvgate.models.kv_forward.KVForward)
+
     def __init__(self, arch: GptOssArch, weights: GptOssWeights, pool: KVPool, rotary: Rotary,
                  deterministic: bool = False):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary

@@ -9,9 +9,9 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.gpt_oss.runtime.GptOssRuntime` from a Hugging Face directory."""
+    """Load a gpt-oss model (:data:`~kvgate.models.gpt_oss.runtime.GPT_OSS`) from a Hugging Face directory."""
     from kvgate.models.gpt_oss.runtime import GPT_OSS
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir, GPT_OSS)
 

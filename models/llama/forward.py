@@ -3,14 +3,14 @@
 New tokens' K/V are written into their pool slots first; attention then reads the whole context
 back by slot index. A fresh prefill attends to its own K/V directly with ``is_causal``; how an append
 attends to the prefix and to itself is in :mod:`kvgate.models.prefill_attention`. A layer with
-``qk_norm`` RMS-normalises each q and k head before RoPE (Qwen3); ``rotary_dim`` rotates only the
-first dims of each head (GLM-4.5); a layer with ``moe`` runs the mixture of experts of
-:mod:`kvgate.models.moe` as its MLP.
+``qk_norm`` RMS-normalises each q and k head before RoPE (Qwen3), or each whole projection
+(MiniMax M2); ``rotary_dim`` rotates only the first dims of each head (GLM-4.5); a layer with
+``moe`` runs the mixture of experts of :mod:`kvgate.models.moe` as its MLP.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,7 @@ from kvgate.models.cpu_kernels.int8 import int8_kernel
 from kvgate.models.cpu_kernels.rms_norm import rms_norm_kernel
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.invariant_linear import invariant_linear
+from kvgate.models.kv_forward import Context
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
@@ -28,13 +29,16 @@ from kvgate.models.moe.experts import moe_mlp
 from kvgate.models.quant_linear import DENSE_ROWS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
-Context = Union[torch.Tensor, slice]  # slot indices to gather, or a range of consecutive slots
-
-
 class LlamaForward:
+    keep_hidden = False  # set by an attached MTP head (kvgate.models.kv_forward.HiddenKeeping)
+    hidden: Optional[torch.Tensor] = None
+
     def __init__(self, arch: LlamaArch, weights: LlamaWeights, pool: KVPool, rotary: Rotary,
-                 fp32_attention_keys: Optional[int] = None, deterministic: bool = False):
+                 fp32_attention_keys: Optional[int] = None, deterministic: bool = False,
+                 qk_norm_over_projection: bool = False):
         self.arch, self.weights, self.pool, self.rotary = arch, weights, pool, rotary
+        # q and k RMS-normalised over each whole projection, all heads together (MiniMax M2)
+        self.qk_norm_over_projection = qk_norm_over_projection
         # batch- and split-invariant attention (kvgate.models.invariant_attention) on every path
         self.deterministic = deterministic
         self.qk_width = (arch.heads + arch.kv_heads) * arch.head_dim
@@ -64,7 +68,7 @@ class LlamaForward:
         qkv = self._linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
         qk = qkv[:, : self.qk_width].view(-1, arch.heads + arch.kv_heads, arch.head_dim)
         if layer.qk_norm is not None:
-            qk = F.rms_norm(qk, (arch.head_dim,), eps=arch.rms_eps) * layer.qk_norm
+            qk = self._normed_qk(qk, layer.qk_norm)
         rotary = arch.rotary_dim or arch.head_dim
         if rotary == arch.head_dim:
             qk = apply_rotary(qk, cos, sin)
@@ -72,6 +76,17 @@ class LlamaForward:
             qk = torch.cat([apply_rotary(qk[..., :rotary], cos, sin), qk[..., rotary:]], -1)
         v = qkv[:, self.qk_width:].view(-1, arch.kv_heads, arch.head_dim)
         return qk[:, : arch.heads], qk[:, arch.heads:], v
+
+    def _normed_qk(self, qk: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        """q and k heads [n, heads + kv_heads, dim] RMS-normalised with the layer's ``norm`` rows:
+        each head alone, or each whole projection with :attr:`qk_norm_over_projection`."""
+        arch = self.arch
+        if not self.qk_norm_over_projection:
+            return F.rms_norm(qk, (arch.head_dim,), eps=arch.rms_eps) * norm
+        rows, weights, q_width = qk.reshape(qk.shape[0], -1), norm.view(-1), arch.heads * arch.head_dim
+        q = F.rms_norm(rows[:, :q_width], (q_width,), weights[:q_width], arch.rms_eps)
+        k = F.rms_norm(rows[:, q_width:], (rows.shape[1] - q_width,), weights[q_width:], arch.rms_eps)
+        return torch.cat([q, k], -1).view(qk.shape)
 
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:
         normed = self._norm(x, layer.mlp_norm)
@@ -81,8 +96,17 @@ class LlamaForward:
         return x + self._linear(F.silu(gate) * up, layer.down)
 
     def _head(self, x: torch.Tensor, all_rows: bool = True) -> torch.Tensor:
-        """Logits of every row of ``x`` (the last one only unless ``all_rows``)."""
-        return self._linear(self._norm(x if all_rows else x[-1:], self.weights.norm), self.weights.lm_head).float()
+        """Logits of every row of ``x`` (the last one only unless ``all_rows``); with
+        :attr:`keep_hidden`, every row's input to the output head is kept for :meth:`take_hidden`."""
+        if not self.keep_hidden:
+            return self._linear(self._norm(x if all_rows else x[-1:], self.weights.norm), self.weights.lm_head).float()
+        self.hidden = self._norm(x, self.weights.norm)
+        rows = self.hidden if all_rows else self.hidden[-1:]
+        return self._linear(rows, self.weights.lm_head).float()
+
+    def take_hidden(self) -> torch.Tensor:
+        hidden, self.hidden = self.hidden, None
+        return hidden
 
     def _context(self, index: int, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of the context slots of layer ``index``: a view for a slot range, else a gather."""

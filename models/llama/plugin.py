@@ -7,8 +7,8 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.llama.runtime.LlamaRuntime` (see :mod:`kvgate.models.llama.loading`)."""
-    from kvgate.models.llama.loading import load_runtime
+    """Load a :class:`~kvgate.models.kv_runtime.KVRuntime` with the Llama parts (see :mod:`kvgate.models.loading`)."""
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(source, model_config, engine_config, cache_dir)
 

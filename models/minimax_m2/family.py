@@ -1,23 +1,22 @@
-"""MiniMax M2 (``minimax_m2``) as a family of the Llama runtime: its names, architecture, weights and runtime."""
+"""MiniMax M2 (``minimax_m2``): its names, architecture and weights, served by the Llama parts with
+q and k RMS-normalised over their whole projections (all heads together) before the partial RoPE;
+batch- and split-invariant in the deterministic mode, experts included; its chunks are the Llama
+layout under their own name."""
 
 from __future__ import annotations
 
-from kvgate.models.llama.loading import Family
-from kvgate.models.llama.runtime import LlamaRuntime
+import functools
+
+import attrs
+
+from kvgate.models.kv_runtime import kv_runtime
+from kvgate.models.llama.runtime import LLAMA_PARTS, llama_forward
+from kvgate.models.loading import Family
 from kvgate.models.minimax_m2.arch import MINIMAX_M2_NAMES, minimax_m2_arch
-from kvgate.models.minimax_m2.forward import MinimaxM2Forward
 from kvgate.models.minimax_m2.weights import minimax_m2_weights
 
+MINIMAX_M2_PARTS = attrs.evolve(LLAMA_PARTS, state_name="minimax-m2-kv/1",
+                                new_forward=functools.partial(llama_forward, qk_norm_over_projection=True))
 
-class MinimaxM2Runtime(LlamaRuntime):
-    """The Llama runtime on MiniMax M2 weights with its own q/k norm, batch- and split-invariant in
-    the deterministic mode; its chunks are the Llama layout under their own name."""
-
-    STATE_NAME = "minimax-m2-kv/1"
-    FORWARD = MinimaxM2Forward
-
-    def invariant_arithmetic(self) -> bool:
-        return True  # the Llama forward's, experts included (kvgate.models.moe.experts.moe_mlp)
-
-
-MINIMAX_M2 = Family("MiniMax M2", set(MINIMAX_M2_NAMES), minimax_m2_arch, MinimaxM2Runtime, minimax_m2_weights)
+MINIMAX_M2 = Family("MiniMax M2", set(MINIMAX_M2_NAMES), minimax_m2_arch, kv_runtime(MINIMAX_M2_PARTS),
+                    minimax_m2_weights)

@@ -8,8 +8,8 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a :class:`~kvgate.models.minimax_m2.family.MinimaxM2Runtime` from an HF directory."""
-    from kvgate.models.llama.loading import load_runtime
+    """Load a MiniMax M2 model (:data:`~kvgate.models.minimax_m2.family.MINIMAX_M2`) from an HF directory."""
+    from kvgate.models.loading import load_runtime
     from kvgate.models.minimax_m2.family import MINIMAX_M2
 
     return load_runtime(source, model_config, engine_config, cache_dir, MINIMAX_M2)

@@ -17,7 +17,7 @@ only its key and value, so the block's attention output and experts run for draf
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -110,3 +110,10 @@ class MtpHead:
     def fork(self, parent: Session, child: Session) -> None:
         if "mtp" in parent.aux:
             child.aux["mtp"] = parent.aux["mtp"].copy(child.length)
+
+
+def advance_decoded(head, hidden: torch.Tensor, sessions: Sequence[Session]) -> None:
+    """Give a draft head (this one, or DeepSeek V4's) each session's newest token after a decode step:
+    row ``i`` of ``hidden`` is session ``i``'s."""
+    for row, session in enumerate(sessions):
+        head.advance(session, session.length - 1, hidden[row: row + 1])

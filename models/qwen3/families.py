@@ -1,4 +1,4 @@
-"""Qwen3 and Qwen3-MoE as families of the Llama runtime: their names, architectures and runtime."""
+"""Qwen3 and Qwen3-MoE: their names and architectures, served by the Llama parts under their own state name."""
 
 from __future__ import annotations
 
@@ -7,18 +7,15 @@ from typing import Any
 import attrs
 
 from kvgate.models.llama.layers import LlamaArch
-from kvgate.models.llama.loading import Family
-from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.kv_runtime import kv_runtime
+from kvgate.models.llama.runtime import llama_parts
+from kvgate.models.loading import Family
 from kvgate.models.moe.config import moe_from_hf_config
 
 QWEN3_NAMES = {"qwen3": "qwen3", "Qwen3ForCausalLM": "qwen3"}
 QWEN3_MOE_NAMES = {"qwen3_moe": "qwen3_moe", "Qwen3MoeForCausalLM": "qwen3_moe"}
 
-
-class Qwen3Runtime(LlamaRuntime):
-    """The Llama runtime on Qwen3 weights; its chunks are the Llama layout under their own name."""
-
-    STATE_NAME = "qwen3-kv/1"
+QWEN3_PARTS = llama_parts("qwen3-kv/1")  # the Llama chunk layout under Qwen3's name, both families
 
 
 def _full_attention(config: dict[str, Any]) -> None:
@@ -40,5 +37,5 @@ def qwen3_moe_arch(config: dict[str, Any]) -> LlamaArch:
     return attrs.evolve(arch, moe=moe_from_hf_config(config, arch.layers, scoring="softmax"))
 
 
-QWEN3 = Family("Qwen3", {*QWEN3_NAMES, "qwen3"}, qwen3_arch, Qwen3Runtime)
-QWEN3_MOE = Family("Qwen3-MoE", {*QWEN3_MOE_NAMES, "qwen3moe"}, qwen3_moe_arch, Qwen3Runtime)
+QWEN3 = Family("Qwen3", {*QWEN3_NAMES, "qwen3"}, qwen3_arch, kv_runtime(QWEN3_PARTS))
+QWEN3_MOE = Family("Qwen3-MoE", {*QWEN3_MOE_NAMES, "qwen3moe"}, qwen3_moe_arch, kv_runtime(QWEN3_PARTS))

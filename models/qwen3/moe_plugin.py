@@ -7,8 +7,8 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 
 def load(source, model_config, engine_config, cache_dir):
-    """Load a Qwen3-MoE :class:`~kvgate.models.qwen3.families.Qwen3Runtime` from an HF directory or a GGUF."""
-    from kvgate.models.llama.loading import load_runtime
+    """Load a Qwen3-MoE model (:data:`~kvgate.models.qwen3.families.QWEN3_MOE`) from an HF directory or a GGUF."""
+    from kvgate.models.loading import load_runtime
     from kvgate.models.qwen3.families import QWEN3_MOE
 
     return load_runtime(source, model_config, engine_config, cache_dir, QWEN3_MOE)

@@ -9,7 +9,7 @@ from kvgate.core.loading.model_runtimes import RuntimeSpec
 
 def load(source, model_config, engine_config, cache_dir):
     """Load a Qwen3.5-MoE :class:`~kvgate.models.qwen3_5.runtime.Qwen35Runtime`."""
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.qwen3_5.runtime import QWEN3_5_MOE
 
     return load_runtime(source, model_config, engine_config, cache_dir, QWEN3_5_MOE)

@@ -1,4 +1,4 @@
-"""Qwen35Runtime: the Llama runtime's block tables and chunk framing over a hybrid session.
+"""Qwen35Runtime: a hybrid session over a :class:`PagedKV` of the full-attention layers' K/V.
 
 Per token, the pool holds the full-attention layers' K/V (``[full layers, 2, tokens, kv_heads,
 head_dim]``, the Llama layout over those layers only). Per session, ``session.aux`` holds every
@@ -10,8 +10,8 @@ runtime, behind the host's existing contract (as DeepSeek V4's raw tails do): a 
 or an export at a position restores the nearest snapshot at or before it and replays the tokens in
 between (a forward that writes no K/V); :attr:`replayed_tokens` counts them.
 
-A chunk ``[start, end)``: the Llama framing, its KV bytes the tokens' full-attention K/V, its aux
-bytes the linear layers' state at ``end`` (:mod:`.state_chunks`).
+A chunk ``[start, end)`` (:mod:`kvgate.models.chunk_frames`): its per-token bytes the tokens'
+full-attention K/V, its aux bytes the linear layers' state at ``end`` (:mod:`.state_chunks`).
 """
 
 from __future__ import annotations
@@ -21,50 +21,59 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import PrefillInterrupted, Session
+from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session
+from kvgate.models import chunk_frames
+from kvgate.models.fingerprint import runtime_fingerprint
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.llama.loading import Family
-from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.loading import Family
+from kvgate.models.paged_kv import PagedKV
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.qwen3_5 import linear_state, state_chunks
 from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, NEXT_ARCHITECTURES, Qwen35Arch
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.linear_state import LayerState
-from kvgate.models.qwen3_5.weights import read_weights
+from kvgate.models.qwen3_5.weights import Qwen35Weights, read_weights
 from kvgate.models.rope import Rotary
 
 log = logging.getLogger("kvgate")
 States = tuple[LayerState, ...]
 
 
-class Qwen35Runtime(LlamaRuntime):
+class Qwen35Runtime(ModelRuntime):
     STATE_NAME = "qwen3_5-hybrid/1"
+    CHUNK_HEADER_BYTES = chunk_frames.CHUNK_HEADER_BYTES
     # a snapshot every this many tokens of a long prompt or output (a multiple of the chunk size):
     # a cut replays at most this many tokens, and a snapshot costs every linear layer's state
     # (see :mod:`.linear_state`); not chosen by measurement yet
     state_stride = 1024
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, info: ModelInfo, tokenizer,
+                 chat_template: Optional[str], special_tokens: dict[str, str], block_size: int = 16,
+                 kv_pool_tokens: int = 65536, deterministic: bool = False):
+        self.arch, self.weights, self.info, self.deterministic = arch, weights, info, deterministic
+        self.tokenizer, self.chat_template, self.special_tokens = tokenizer, chat_template, special_tokens
+        self.block_size, self.device, self.dtype = block_size, weights.embed.device, weights.embed.dtype
+        self.pool = KVPool(len(arch.full_layers), arch.kv_heads, arch.head_dim, block_size, kv_pool_tokens,
+                           self.dtype, self.device)
+        self.paged = PagedKV(self.pool, block_size, arch.vocab_size, info.max_context)
+        rotary = Rotary(arch.rotary_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
+                        initial_positions=min(info.max_context, 8192))
+        self.forward = Qwen35Forward(arch, weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
+                                     deterministic)
         self.replays = self.replayed_tokens = 0
+        self._fingerprint: Optional[str] = None
 
     def invariant_arithmetic(self) -> bool:
         """Aligned delta-rule chunks, invariant attention, padded products and activations, the
         experts of Qwen3.5-MoE and Qwen3-Next included."""
         return True
 
-    def new_pool(self, kv_pool_tokens: int) -> KVPool:
-        arch = self.arch
-        return KVPool(len(arch.full_layers), arch.kv_heads, arch.head_dim, self.block_size, kv_pool_tokens,
-                      self.dtype, self.device)
-
-    def new_forward(self) -> Qwen35Forward:
-        arch = self.arch
-        rotary = Rotary(arch.rotary_dim, arch.rope_theta, arch.rope_scaling, self.dtype, self.device,
-                        initial_positions=min(self.info.max_context, 8192))
-        return Qwen35Forward(arch, self.weights, self.pool, rotary, fp32_attention_keys(self.device, self.dtype),
-                             self.deterministic)
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic, False)
+        return self._fingerprint
 
     @property
     def state_format(self) -> str:
@@ -108,15 +117,21 @@ class Qwen35Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def _replay(self, session: Session, start: int, states: States) -> States:
-        ids = self._token_tensor(session.tokens[start:session.length])
-        context = self._context(session, session.length)
+        ids = self.paged.token_tensor(session.tokens[start:session.length])
+        context = self.paged.context(session, session.length)
         result = self.forward.prefill(ids, start, states, None, context, False)
         self.replays, self.replayed_tokens = self.replays + 1, self.replayed_tokens + ids.shape[0]
         return result.states
 
     # --- sessions -------------------------------------------------------------------------------
+    def new_session(self) -> Session:
+        return self.paged.new_session()
+
+    def pool_stats(self) -> dict[str, int]:
+        return self.pool.stats()
+
     def fork(self, session: Session, length: Optional[int] = None) -> Session:
-        fork = super().fork(session, length)
+        fork = self.paged.fork(session, length)
         if fork.length == session.length and linear_state.held(session) is not None:
             linear_state.keep_snapshot(session, session.length, linear_state.held(session), self.state_stride)
         self._rebuild(fork, linear_state.snapshots(session), linear_state.held(session), session.length)
@@ -126,16 +141,16 @@ class Qwen35Runtime(LlamaRuntime):
         if length == session.length:
             return
         taken, held, held_at = linear_state.snapshots(session), linear_state.held(session), session.length
-        super().truncate(session, length)
+        self.paged.truncate(session, length)
         self._rebuild(session, taken, held, held_at)
 
     def release(self, session: Session) -> None:
-        super().release(session)
+        self.paged.release(session)
         session.aux.clear()
 
     def session_bytes(self, session: Session) -> int:
         """The session's blocks and the linear states and snapshots it holds (shared ones included)."""
-        return super().session_bytes(session) + linear_state.state_bytes(session)
+        return self.paged.session_bytes(session) + linear_state.state_bytes(session)
 
     # --- forward passes -------------------------------------------------------------------------
     @torch.inference_mode()
@@ -143,13 +158,13 @@ class Qwen35Runtime(LlamaRuntime):
                 interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
         start, end = session.length, session.length + len(tokens)
         wanted = self._stride_points(start, end)
-        ids = self._claim_prefill(session, tokens)
-        new_slots = self.pool.slots(session.block_table, start, end)
+        ids = self.paged.claim_prefill(session, tokens)
+        new_slots = self.paged.slots(session, start, end)
         try:
-            result = self.forward.prefill(ids, start, self._states(session), new_slots, self._context(session, end),
-                                          all_logits, wanted, interrupted)
+            result = self.forward.prefill(ids, start, self._states(session), new_slots,
+                                          self.paged.context(session, end), all_logits, wanted, interrupted)
         except PrefillInterrupted:
-            self._trim(session)
+            self.paged.trim(session)
             raise
         if start and linear_state.held(session) is not None:  # a cut into these tokens (a rejected draft)
             result.snapshots.setdefault(start, linear_state.held(session))  # replays only what it keeps
@@ -159,14 +174,14 @@ class Qwen35Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def decode(self, sessions: Sequence[Session], tokens: Sequence[int]) -> torch.Tensor:
-        ids = self._claim_decode(sessions, tokens)
+        ids = self.paged.claim_decode(sessions, tokens)
         lengths = [s.length for s in sessions]
         self.forward.rotary.ensure(max(lengths) + 1)
         positions = torch.tensor(lengths, dtype=torch.long, device=self.device)
         if self.deterministic:
-            context, mask = self._slot_table(sessions, padded_keys(max(lengths) + 1)), None
+            context, mask = self.paged.slot_table(sessions, padded_keys(max(lengths) + 1)), None
         else:
-            context, mask = self._context_slots(sessions, lengths)
+            context, mask = self.paged.context_slots(sessions, lengths, self.dtype)
         new_slots = context.gather(1, positions[:, None]).view(-1)
         logits, states = self.forward.decode(ids, positions, [self._states(s) for s in sessions], new_slots,
                                              context, mask)
@@ -183,9 +198,9 @@ class Qwen35Runtime(LlamaRuntime):
                                                                            self.pool.storage.element_size())
 
     def export_chunk(self, session: Session, start: int, end: int) -> bytes:
-        kv = self.export_state(session, start, end)
+        kv = chunk_frames.export_rows(self.paged, session, start, end)
         aux = state_chunks.encode(self._states_at(session, end))
-        return self.framed_chunk(kv, aux)
+        return chunk_frames.framed_chunk(kv, aux)
 
     def _states_at(self, session: Session, end: int) -> States:
         if end == session.length:
@@ -201,9 +216,9 @@ class Qwen35Runtime(LlamaRuntime):
 
     @torch.inference_mode()
     def import_chunk(self, session: Session, tokens, data: bytes) -> None:
-        kv, aux = self.chunk_parts(data)
+        kv, aux = chunk_frames.chunk_parts(data)
         states = state_chunks.decode(aux, self.arch, session.length + len(tokens), self.dtype, self.device)
-        self.import_state(session, tokens, kv)
+        chunk_frames.import_rows(self.paged, session, tokens, kv)
         if tokens:
             self._settle(session, states, {})
 

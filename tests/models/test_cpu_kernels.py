@@ -28,7 +28,7 @@ def smollm2_layer(smollm2_model_cache):
     """The first layer's int4 linears and the int8 head of the embedded model, as the runtime loads them."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     runtime = load_runtime(resolve_source(""), ModelConfig(weights="int4", max_context=4096),
                            EngineConfig(kv_pool_tokens=1024), smollm2_model_cache)

@@ -116,7 +116,7 @@ def test_v32_is_its_own_runtime_plugin_for_hf_directories(tiny, tmp_path):
     directory, model = tiny
     config = Config(state_dir=str(tmp_path / "state"), model=ModelConfig(path=str(directory), dtype="fp32"))
     runtime = load_runtime(config, build_plugin_manager())
-    assert type(runtime).__name__ == "DeepseekV32Runtime" and runtime.info.architecture == "deepseek_v32"
+    assert runtime.parts.state_name == "mla-latent-indexed/1" and runtime.info.architecture == "deepseek_v32"
     assert runtime.state_format == "mla-latent-indexed/1 float32 3x(32+8+16) top6"
 
 

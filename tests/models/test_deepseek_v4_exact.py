@@ -70,7 +70,7 @@ def test_without_the_deterministic_mode_decode_rows_differ_so_the_tests_above_ca
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.deepseek_v4.runtime import DEEPSEEK_V4
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     fast = load_runtime(resolve_source(str(directory)), ModelConfig(dtype="bf16"),
                         EngineConfig(block_size=4, kv_pool_tokens=4096, deterministic=False), str(directory),

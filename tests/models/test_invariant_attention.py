@@ -74,7 +74,7 @@ def deterministic_runtime(request, smollm2_model_cache):
     """In every weight format: the quantized kernels are batch-invariant on their own."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", weights=request.param),
                         EngineConfig(deterministic=True), smollm2_model_cache)

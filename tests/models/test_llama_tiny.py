@@ -1,4 +1,4 @@
-"""LlamaRuntime against transformers on tiny random Llama/Qwen2 models, plus session and pool invariants.
+"""The Llama runtime (KVRuntime with the Llama parts) against transformers on tiny random Llama/Qwen2 models, plus session and pool invariants.
 
 Tolerance: fp32 logits within 1e-4 absolute of transformers' (same math, different op order).
 """

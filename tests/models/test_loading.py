@@ -12,7 +12,7 @@ from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.models import gguf_cache, gguf_loader
 from kvgate.models.embedded import EmbeddedModelMissing, embedded_gguf_path
 from kvgate.models.formats import resolve_source
-from kvgate.models.llama.loading import load_runtime
+from kvgate.models.loading import load_runtime
 from tests.models.tiny_models import load_tiny
 
 

@@ -18,7 +18,7 @@ import torch
 from kvgate.core.config import EngineConfig, ModelConfig
 from kvgate.models.formats import resolve_source
 from kvgate.models.gguf_quant import gather_parts, q4_parts, stored_parts
-from kvgate.models.llama.loading import load_runtime
+from kvgate.models.loading import load_runtime
 from kvgate.models.quant_linear import DENSE_ROWS, Int4Weight, Int8Weight, linear
 
 pytestmark = pytest.mark.slow

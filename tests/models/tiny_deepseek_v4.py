@@ -68,7 +68,7 @@ def load_tiny_v4(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, spe
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.deepseek_v4.runtime import DEEPSEEK_V4
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, speculative=speculative)
     return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype), engine, str(directory), DEEPSEEK_V4)

@@ -97,7 +97,7 @@ def load_tiny_family(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096,
     """The runtime of a tiny HF directory or GGUF file (``cache_dir`` holds a GGUF's conversion)."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.deepseek_v3.runtime import DEEPSEEK_V3
     from kvgate.models.deepseek_v32.runtime import DEEPSEEK_V32
     from kvgate.models.glm4_moe.family import GLM4_MOE

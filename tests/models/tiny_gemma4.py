@@ -77,7 +77,7 @@ def load_tiny_gemma4(directory, dtype="fp32", deterministic=True, block_size=4, 
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.gemma4.runtime import GEMMA4
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, deterministic=deterministic)
     return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype), engine, str(directory), GEMMA4)

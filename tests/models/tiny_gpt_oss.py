@@ -108,7 +108,7 @@ def load_tiny_gpt_oss(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.gpt_oss.runtime import GPT_OSS
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, deterministic=deterministic)
     return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype, **model_options), engine,

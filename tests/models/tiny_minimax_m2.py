@@ -59,7 +59,7 @@ def load_tiny_minimax_m2(directory, dtype="fp32", block_size=4, kv_pool_tokens=4
     """The MiniMax M2 runtime of a tiny Hugging Face directory."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.minimax_m2.family import MINIMAX_M2
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, **engine_options)

@@ -66,7 +66,7 @@ def build_tiny(directory, name: str):
 def load_tiny(directory, dtype="fp32", block_size=4, kv_pool_tokens=4096, **model_options):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(resolve_source(str(directory)), ModelConfig(dtype=dtype, **model_options),
                         EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens), str(directory))

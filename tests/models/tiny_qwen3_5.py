@@ -80,7 +80,7 @@ def load_tiny_qwen3_5(directory, dtype="fp32", deterministic=True, block_size=4,
                       state_stride=None):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
     from kvgate.models.qwen3_5.runtime import QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT
 
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, deterministic=deterministic)

@@ -33,7 +33,7 @@ from kvgate.core.runtime import ModelSource
 from kvgate.dialects.chatml_json import ChatmlJson
 from kvgate.models.embedded import embedded_gguf_path
 from kvgate.models.formats import resolve_source
-from kvgate.models.llama.loading import load_runtime
+from kvgate.models.loading import load_runtime
 from tests.core.cache.app_server import AppServer
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ def cache_runtime(request):
     except pytest.FixtureLookupError:
         from kvgate.core.config import EngineConfig, ModelConfig
         from kvgate.models.formats import resolve_source
-        from kvgate.models.llama.loading import load_runtime
+        from kvgate.models.loading import load_runtime
 
         cache_dir = os.environ.get("KVGATE_TEST_MODEL_CACHE", os.path.expanduser("~/.cache/kvgate-test/models"))
         return load_runtime(resolve_source(""), ModelConfig(dtype="fp32"), EngineConfig(), cache_dir)
@@ -30,10 +30,10 @@ def cache_runtime(request):
 
 def small_pool_runtime(runtime, pool_tokens: int):
     """A second runtime over the same weights with a KV pool of only ``pool_tokens`` tokens."""
-    from kvgate.models.llama.runtime import LlamaRuntime
+    from kvgate.models.kv_runtime import KVRuntime
 
-    return LlamaRuntime(runtime.arch, runtime.weights, runtime.info, runtime.tokenizer, runtime.chat_template,
-                        runtime.special_tokens, block_size=runtime.block_size, kv_pool_tokens=pool_tokens)
+    return KVRuntime(runtime.parts, runtime.arch, runtime.weights, runtime.info, runtime.tokenizer, runtime.chat_template,
+                     runtime.special_tokens, block_size=runtime.block_size, kv_pool_tokens=pool_tokens)
 
 
 def cache_config(tmp_path, **cache):

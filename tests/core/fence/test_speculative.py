@@ -85,7 +85,7 @@ def fast_mode_runtime(smollm2_model_cache):
     int4 weights, loaded with the invariant arithmetic all the same (the config asks for it)."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
-    from kvgate.models.llama.loading import load_runtime
+    from kvgate.models.loading import load_runtime
 
     return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
                         EngineConfig(deterministic=False, speculative_ngram=4), smollm2_model_cache)

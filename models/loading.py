@@ -1,10 +1,10 @@
-"""Load a :class:`LlamaRuntime` from a Hugging Face directory, or from a GGUF file converted once.
+"""Load a family's runtime from a Hugging Face directory, or from a GGUF file converted once.
 
 The shared readers (:mod:`kvgate.models.hf_loader`) give config, tokenizer, special tokens and
-safetensors, block-scaled FP8 weights dequantized (:mod:`kvgate.models.fp8_blocks`); this module
-builds the Llama architecture and weights from them. A GGUF file is read through its converted
-Hugging Face directory (:mod:`kvgate.models.gguf_cache`). A family that reuses this runtime (Qwen3)
-passes its own :class:`Family`: its names, architecture and runtime class.
+safetensors, block-scaled FP8 weights dequantized (:mod:`kvgate.models.fp8_blocks`); a
+:class:`Family` says how its architecture and weights are built from them and which runtime serves
+them (Llama's by default). A GGUF file is read through its converted Hugging Face directory
+(:mod:`kvgate.models.gguf_cache`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import attrs
 
 from kvgate.core.config import EngineConfig, ModelConfig
-from kvgate.core.runtime import ModelInfo, ModelSource
+from kvgate.core.runtime import ModelInfo, ModelRuntime, ModelSource
 from kvgate.core.pipeline.sampling_defaults import valid_defaults
 from kvgate.models import gguf_cache
 from kvgate.models.fp8_blocks import dequantize_checkpoint
@@ -26,8 +26,9 @@ from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_o
                                      read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
 from kvgate.models.gguf_quant import gather_parts
 from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
+from kvgate.models.kv_runtime import kv_runtime
 from kvgate.models.llama.quantize import quantize_weights
-from kvgate.models.llama.runtime import LlamaRuntime
+from kvgate.models.llama.runtime import LLAMA_PARTS
 from kvgate.models.progress import Progress
 from kvgate.models.rope_scaling import served_rope
 from kvgate.models.weight_format import resolve_weights
@@ -37,13 +38,16 @@ log = logging.getLogger("kvgate")
 
 @attrs.frozen
 class Family:
-    """A model family the Llama runtime serves: the architecture names it loads (HF and GGUF), how
-    its architecture is read from ``config.json`` and its weights from the tensors, and its runtime class."""
+    """A model family: the architecture names it loads (HF and GGUF), how its architecture is read
+    from ``config.json`` and its weights from the tensors, and its runtime factory, called as
+    ``runtime(arch, weights, info, tokenizer, chat_template, special_tokens, block_size,
+    kv_pool_tokens, deterministic)`` (:func:`kvgate.models.kv_runtime.kv_runtime` of the family's
+    parts, or a runtime class of its own)."""
 
     name: str
     names: frozenset[str] = attrs.field(converter=frozenset)
     arch: Callable[[dict[str, Any]], Any]
-    runtime: type = LlamaRuntime
+    runtime: Callable[..., ModelRuntime] = kv_runtime(LLAMA_PARTS)
     weights: Callable[..., Any] = LlamaWeights.from_hf_tensors
     # (arch, config, tensors, main weights, dtype, device) -> the draft layers its runtime's attach_mtp takes
     draft_weights: Optional[Callable[..., Any]] = None
@@ -54,7 +58,7 @@ LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
 
 def load_hf_directory(path: str, model_config: ModelConfig, engine_config: EngineConfig,
                       progress: Optional[Progress] = None, default_context: int = 0,
-                      family: Family = LLAMA, weight_format: str = "bf16") -> LlamaRuntime:
+                      family: Family = LLAMA, weight_format: str = "bf16") -> ModelRuntime:
     """``default_context``: served when ``model.max_context`` is 0 (the embedded model's own);
     ``weight_format``: a resolved :mod:`kvgate.models.weight_format` ("bf16", "int8", "int4")."""
     progress = progress or Progress(path)
@@ -107,7 +111,7 @@ def draft_weights(family: Family, arch, config: dict[str, Any], tensors, weights
 
 
 def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
-                 cache_dir: str, family: Family = LLAMA) -> LlamaRuntime:
+                 cache_dir: str, family: Family = LLAMA) -> ModelRuntime:
     """The runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
     if source.architecture and source.architecture not in family.names:
         raise ValueError(f"architecture {source.architecture!r} is not a {family.name} model")
