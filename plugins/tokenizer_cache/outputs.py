@@ -15,7 +15,8 @@ output, which is what the prefix cache holds; an edited text misses and is token
 Entries belong to one namespace, which includes the tenant and cache salt: one tenant's outputs
 never change another's tokens. The registry is bounded by entries, by entries per namespace (so
 one busy tenant cannot push out everyone else's) and by bytes (text + 4 per id), least recently
-used out first.
+used out first. With the SSD tier on, the registry is kept on disk beside it instead
+(:mod:`.outputs_store`), so a restart or another worker resolves a resent reply the same way.
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ class OutputIdsRegistry:
                 return None
             self._entries.move_to_end(key)
             return ids.tolist()
+
+    def discard(self, namespace: str, segment: str) -> None:
+        with self._lock:
+            self._drop((namespace, segment))
+
+    def flush(self, timeout: float) -> bool:
+        """Nothing waits to be written in memory: True at once (the store's call, :mod:`.outputs_store`)."""
+        return True
 
     def clear(self) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """The cache the tokenizer service calls: the two layers (:mod:`.cache`) split at the special tokens
 that are safe boundaries for this tokenizer (:mod:`.boundaries`), and the ids of recent outputs for
-prompts that resend them (:mod:`.outputs`, with ``reuse_output_ids``).
+prompts that resend them (:mod:`.outputs` in memory, or :mod:`.outputs_store` on disk beside the
+SSD tier, with ``reuse_output_ids``).
 
 One :class:`PromptCache` serves one tokenizer; the service builds a fresh one when it reloads a
 tokenizer with another fingerprint.
@@ -9,6 +10,7 @@ tokenizer with another fingerprint.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from tokenizers import Encoding, Tokenizer
@@ -18,14 +20,18 @@ from kvgate.plugins.tokenizer_cache.cache import TokenizerCache
 from kvgate.plugins.tokenizer_cache.cache_metrics import TokenizerCacheMetrics
 from kvgate.plugins.tokenizer_cache.config import TokenizerCacheConfig
 from kvgate.plugins.tokenizer_cache.outputs import OutputIdsRegistry, boundary_pattern, segment_spans
+from kvgate.plugins.tokenizer_cache.outputs_store import OutputIdsStore
 
 log = logging.getLogger(__name__)
 
 
 class PromptCache:
     def __init__(self, tokenizer: Tokenizer, encode: Callable[[str], Encoding], config: TokenizerCacheConfig,
-                 metrics: TokenizerCacheMetrics, special_tokens: Iterable[str] = (), seed: Optional[int] = None):
-        """``special_tokens``: extra boundary candidates (e.g. BOS/EOS named by the model config)."""
+                 metrics: TokenizerCacheMetrics, special_tokens: Iterable[str] = (), seed: Optional[int] = None,
+                 outputs_root: Optional[Path] = None, outputs_max_bytes: int = 0):
+        """``special_tokens``: extra boundary candidates (e.g. BOS/EOS named by the model config);
+        ``outputs_root``: where the output ids are kept on disk (None: in memory only), at most
+        ``outputs_max_bytes`` of them."""
         self.tokenizer = tokenizer
         self.config = config
         self._metrics = metrics
@@ -34,7 +40,9 @@ class PromptCache:
             log.info("tokenizer cache: %r is not an L1 boundary: %s", content, reason)
         self._boundaries = {content: tokenizer.token_to_id(content) for content in safe}
         self._layers = TokenizerCache(encode, config, self._boundaries, metrics, seed)
-        self._outputs = OutputIdsRegistry()
+        self._outputs = (OutputIdsStore(outputs_root, outputs_max_bytes) if outputs_root is not None
+                         else OutputIdsRegistry())
+        self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self._pattern = boundary_pattern(self._boundaries)
 
     @property
@@ -58,13 +66,26 @@ class PromptCache:
         ids: list[int] = []
         done = 0
         for start, end in segment_spans(self._pattern, text):
-            reused = self._outputs.get(namespace, text[start:end])
+            reused = self._reusable(namespace, text[start:end])
             if reused is None:
                 continue
             ids += self._encode_piece(text[done:start], namespace) + reused
             done = end
             self._metrics.output_reused(len(reused))
         return ids + self._encode_piece(text[done:], namespace)
+
+    def _reusable(self, namespace: str, segment: str) -> Optional[list[int]]:
+        """The registered ids of ``segment``, if they are ids of this tokenizer that decode to it
+        (a disk row is untrusted: one that does not is dropped, with a warning)."""
+        ids = self._outputs.get(namespace, segment)
+        if ids is None:
+            return None
+        spelled = all(0 <= i < self._vocab_size for i in ids) and self.tokenizer.decode(ids, skip_special_tokens=False)
+        if spelled == segment:
+            return ids
+        log.warning("tokenizer cache: dropped a registered output whose ids do not spell its text")
+        self._outputs.discard(namespace, segment)
+        return None
 
     def _encode_piece(self, text: str, namespace: str) -> list[int]:
         return self.encode(text, namespace) if text else []
@@ -89,10 +110,15 @@ class PromptCache:
         self._outputs.add(namespace, segment, ids)
         return True
 
+    def flush_outputs(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until the outputs registered so far are on disk (at once
+        for the in-memory registry); whether they are."""
+        return self._outputs.flush(timeout)
+
     def stats(self) -> dict[str, Any]:
         outputs = {"entries": len(self._outputs), "bytes": self._outputs.used_bytes}
         return {"l1_boundary_tokens": sorted(self._boundaries), **self._layers.stats(), "outputs": outputs}
 
     def clear(self) -> None:
+        """Drop the cached encodings; registered outputs stay (dropping them would change ids)."""
         self._layers.clear()
-        self._outputs.clear()

@@ -18,7 +18,9 @@ LOGPROBS = ["message.output_text.logprobs"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    settings = {"model": {"max_context": 2048}, "engine": {"deterministic": True}}
+    # reuse_output_ids off: the follow-up is compared with itself in another namespace (canonical ids)
+    settings = {"model": {"max_context": 2048}, "engine": {"deterministic": True},
+                "tokenizer_cache": {"reuse_output_ids": False}}
     with ServerProcess(tmp_path_factory.mktemp("logprobs"), settings=settings) as proc:
         yield proc
 

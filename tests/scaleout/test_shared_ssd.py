@@ -25,8 +25,10 @@ ENGINE = {"default_max_tokens": 16, "deterministic": True}
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory):
     root = tmp_path_factory.mktemp("shared-ssd")
-    shared = {"engine": ENGINE, "cache": {"ssd_path": str(root / "shared-ssd")}}
-    cold = {"engine": ENGINE, "cache": {"ssd_enabled": False}}
+    # reuse_output_ids off: the cold worker, on no shared store, tokenizes a resent reply canonically
+    canonical = {"reuse_output_ids": False}
+    shared = {"engine": ENGINE, "cache": {"ssd_path": str(root / "shared-ssd")}, "tokenizer_cache": canonical}
+    cold = {"engine": ENGINE, "cache": {"ssd_enabled": False}, "tokenizer_cache": canonical}
     servers = [ServerProcess(root / "a", shared), ServerProcess(root / "b", shared), ServerProcess(root / "cold", cold)]
     try:
         for server in servers:

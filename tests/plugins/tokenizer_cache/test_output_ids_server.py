@@ -59,6 +59,10 @@ def reused_tokens(server) -> float:
 
 @pytest.fixture(scope="module")
 def answer(server, smollm2_tokenizer) -> dict:
+    return non_canonical_answer(server, smollm2_tokenizer)
+
+
+def non_canonical_answer(server, smollm2_tokenizer) -> dict:
     """Alice's greedy fenced answer to the first question whose sampled ids are not the canonical
     tokenization of their text: the tests cannot pass by accident."""
     fence = {"type": "json_schema", "json_schema": {"name": "cat", "schema": SCHEMA}}

@@ -98,7 +98,7 @@ def test_the_hook_builds_the_plugins_cache_from_its_section(small_bpe):
 
 def test_the_section_keeps_its_keys_and_errors():
     pm = build_plugin_manager()
-    assert load_config(pm=pm).section("tokenizer_cache").reuse_output_ids is False
+    assert load_config(pm=pm).section("tokenizer_cache").reuse_output_ids is True  # on by default (issue 34)
     with pytest.raises(ConfigError, match=r"tokenizer_cache\.l2_max_bytes: unknown key"):
         load_config(overrides={"tokenizer_cache": {"l2_max_bytes": 1}}, pm=pm)
 

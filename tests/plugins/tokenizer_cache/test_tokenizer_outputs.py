@@ -82,6 +82,6 @@ def test_one_namespace_cannot_push_out_the_others():
 
 
 def test_outputs_are_not_reused_unless_the_config_asks(smollm2_tokenizer):
-    service = cached_service(smollm2_tokenizer)  # the default: cold and cached prompts tokenize alike
+    service = cached_service(smollm2_tokenizer, TokenizerCacheConfig(reuse_output_ids=False))
     prompt = service.encode(HISTORY)
     assert not service.register_output("ns", prompt, service.encode("Winding road"))
