@@ -8,7 +8,19 @@ and decode at batch 1 and batch 8 (tokens per second, 32 steps, ~1,000 tokens of
 ``--model`` measures another runtime the same way: a Hugging Face directory (DeepSeek V3.2 and V4
 included; a tiny random one is written by ``--tiny deepseek_v32`` / ``--tiny deepseek_v4`` from the
 tests' checkpoints). Measures longer than the model's context are left out.
-Usage: python bench/bench_deterministic.py [--repeats 3] [--threads 2] [--model DIR | --tiny NAME]
+
+``--family NAME`` measures one registered runtime (``all``: every one, llama being SmolLM2 itself) on
+a mid-size random checkpoint (bench/family_checkpoints.py: hidden 512, real head dims, 32 experts,
+25-70 MFLOP per token, written once and cached): cold prefill of 512 and 2,048 tokens, decode at
+batch 1 and 8 over ~1,000 tokens; ``--quick`` (repeats 1, 64 tokens, 4 steps) and ``--small`` (widths
+/ 4) make a smoke test. Decode ratios are of rates (below 1 = slower), prefill ratios of seconds.
+Every runtime's cost, on a quiet machine: ``python bench/bench_deterministic.py --family all``;
+expect 30-45 minutes at 2 threads. Per family (~40 MFLOP/token), per mode and repeat: ~100 GFLOP
+of timed prefill, ~360 GFLOP of untimed decode context (9 x ~1,000 tokens) and 288 decode steps'
+tokens, i.e. ~3 TFLOP for 2 modes x 3 repeats, ~1.5-2 min at 30-50 GFLOP/s, plus ~10 s to write
+the checkpoint once; SmolLM2 (270 MFLOP/token) ~5 min of it; plus waits for a quiet CPU.
+Usage: python bench/bench_deterministic.py [--repeats 3] [--threads 2] [--model DIR | --tiny NAME |
+       --family NAME|all [--quick] [--small]]
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_hit_floor import timed_prefill  # noqa: E402
 from bench_runtime import wait_for_quiet  # noqa: E402
+from family_checkpoints import FAMILIES, checkpoint, flops_per_token  # noqa: E402
+from family_measures import family_measures  # noqa: E402
 
 
 def load(deterministic: bool, weights: str, model: str = ""):
@@ -101,26 +115,62 @@ def main() -> None:
     parser.add_argument("--weights", default="auto", help="[model] weights of both runtimes")
     parser.add_argument("--model", default="", help="a Hugging Face directory (default: the embedded SmolLM2)")
     parser.add_argument("--tiny", choices=["deepseek_v32", "deepseek_v4"], help="a tiny random checkpoint instead")
+    parser.add_argument("--family", choices=["all", "llama", *FAMILIES], help="a mid-size random checkpoint instead")
+    parser.add_argument("--quick", action="store_true", help="[family] repeats 1, short measures (a smoke test)")
+    parser.add_argument("--small", action="store_true", help="[family] widths / 4 (a smoke test)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.family:
+        for name in (["llama", *FAMILIES] if args.family == "all" else [args.family]):
+            try:
+                measure_family(name, args)
+            except Exception as error:  # noqa: BLE001 (one family failing leaves the others' numbers)
+                if args.family != "all":
+                    raise
+                print(f"# {name}: failed: {type(error).__name__}: {error}", flush=True)
+        return
     model = tiny_checkpoint(args.tiny) if args.tiny else args.model
     runtimes = {"default": load(False, args.weights, model), "deterministic": load(True, args.weights, model)}
+    print_header(runtimes, args, runtimes["default"].info.architecture if model else "SmolLM2-135M")
+    compare(runtimes, measures(token_ids(runtimes), runtimes["default"].info.max_context), args.repeats)
+
+
+def measure_family(name: str, args) -> None:
+    """The family's mid-size checkpoint (SmolLM2 itself for llama), measured by :func:`family_measures`."""
+    model = "" if name == "llama" else checkpoint(name, args.small)
+    runtimes = {"default": load(False, args.weights, model), "deterministic": load(True, args.weights, model)}
+    flops = f", {flops_per_token(name, args.small) / 1e6:.0f} MFLOP/token" if model else ""
+    print_header(runtimes, args, f"{name} ({runtimes['default'].info.architecture if model else 'SmolLM2-135M'}"
+                                 f"{flops})")
+    chosen = family_measures(token_ids(runtimes), runtimes["default"].info.max_context, args.quick)
+    compare(runtimes, chosen, 1 if args.quick else args.repeats, quiet=not args.quick)
+
+
+def token_ids(runtimes: dict) -> list[int]:
     rng = random.Random(0)
     ids = [rng.randrange(100, runtimes["default"].info.vocab_size) for _ in range(8000)]
     for runtime in runtimes.values():
         timed_prefill(runtime, ids[:512], 256)  # warm-up
-    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {args.threads} threads, median of {args.repeats}, "
-          f"{runtimes['default'].info.architecture if model else 'SmolLM2-135M'}")
-    print("| measure | default | deterministic | deterministic / default |\n| --- | --- | --- | --- |")
-    for name, measure in measures(ids, runtimes["default"].info.max_context).items():
+    return ids
+
+
+def print_header(runtimes: dict, args, what: str) -> None:
+    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {args.threads} threads, "
+          f"median of {1 if args.quick else args.repeats}, {what}")
+    print("| measure | default | deterministic | deterministic / default |\n| --- | --- | --- | --- |", flush=True)
+
+
+def compare(runtimes: dict, chosen: dict, repeats: int, quiet: bool = True) -> None:
+    """Each measure ``repeats`` times, the modes interleaved; medians and their ratio as a table row."""
+    for name, measure in chosen.items():
         samples: dict[str, list[float]] = {mode: [] for mode in runtimes}
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             for mode, runtime in runtimes.items():
-                wait_for_quiet()
+                if quiet:
+                    wait_for_quiet()
                 samples[mode].append(measure(runtime))
         default, exact = (statistics.median(samples[m]) for m in ("default", "deterministic"))
         print(f"| {name} | {default:.3f} | {exact:.3f} | {exact / default:.2f} |", flush=True)
-
 
 if __name__ == "__main__":
     main()
