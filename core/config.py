@@ -53,6 +53,7 @@ class ServerConfig:
     keys: list[ApiKeyConfig] = attrs.field(factory=list)
     max_websocket_connections: int = attrs.field(default=16, validator=_positive)  # open sockets per tenant
     max_websocket_connections_total: int = attrs.field(default=256, validator=_positive)  # of all tenants
+    max_websocket_lanes: int = attrs.field(default=8, validator=_positive)  # stream_id lanes running on one socket
     # seconds a socket may sit with no client frame and no running response (0 = never closed)
     websocket_idle_timeout: float = attrs.field(default=3600.0, validator=_non_negative)
     # seconds from a connection's first byte (or the end of its last response) to a whole request head,

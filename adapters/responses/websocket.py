@@ -1,15 +1,18 @@
 """Responses over WebSocket: ``GET /v1/responses`` with ``Upgrade: websocket``.
 
 Client text frames: ``{"type": "response.create", ...the HTTP create body...}``, handled one at a
-time; other frame types (``response.processed``, ...) are ignored. Server frames: the SSE event
-payloads, one JSON object per text frame. ``generate: false`` is a warm-up: the prompt is
-prefilled and the reply is ``response.created`` + ``response.completed`` with empty output.
-``previous_response_id`` resolves against this connection's last response (kept even with
-``store: false``), then the store. A follow-up frame without a ``tools`` field keeps the tools of
-the response it continues (Codex's follow-up after a tool call holds only the tool output and
-``previous_response_id``), so its prompt extends the previous one and the fence still enforces
-them; tools announced by ``additional_tools`` input items stay in force along any chain. Errors
-are frames, never a dropped socket::
+time per lane: an optional top-level ``stream_id`` names the lane, lanes run at the same time and
+every frame of a lane's response carries its ``stream_id`` (:mod:`.ws_lanes`); frames without one
+share the default lane. Other frame types (``response.processed``, ...) are ignored. Server frames:
+the SSE event payloads, one JSON object per text frame. ``generate: false`` is a warm-up: the
+prompt is prefilled and the reply is ``response.created`` + ``response.completed`` with empty
+output. ``previous_response_id`` resolves against the last response of this connection's recent
+lanes (kept even with ``store: false``; a new lane may fork from another lane's), then the store.
+A follow-up frame without a ``tools`` field keeps the tools of the response it continues (Codex's
+follow-up after a tool call holds only the tool output and ``previous_response_id``), so its
+prompt extends the previous one and the fence still enforces them; tools announced by
+``additional_tools`` input items stay in force along any chain. Errors are frames, never a
+dropped socket (a lane's carry its ``stream_id``)::
 
     {"type": "error", "status": 400, "error": {"type", "code", "message", "param"}}
 
