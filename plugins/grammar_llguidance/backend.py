@@ -90,6 +90,10 @@ class LlgBackend:
         self.refused: OrderedDict[str, str] = OrderedDict()  # grammar text -> why its first steps fail
         self.lock = threading.Lock()
 
+    def __reduce__(self):
+        """Pickled as what rebuilds it (the tokenizer), so a worker process can compile with it."""
+        return rebuilt_backend, (self.info.tokenizer.to_str(), self.info.eos_ids)
+
     def lark(self, grammar: Node) -> str:
         return to_lark(grammar, self.info.unit_texts, self.info.special_texts)
 
@@ -136,6 +140,13 @@ class LlgBackend:
             mask = np.zeros(bitmask_words(self.info.vocab_size), dtype=np.int32)
             matcher.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
         return short(matcher.get_error()) if matcher.is_error() else ""
+
+
+def rebuilt_backend(tokenizer_json: str, eos_ids: tuple[int, ...]) -> LlgBackend:
+    """The backend of a pickled :class:`LlgBackend` (its caches start empty)."""
+    from tokenizers import Tokenizer
+
+    return LlgBackend(TokenizerInfo(Tokenizer.from_str(tokenizer_json), eos_ids))
 
 
 def short(error: str) -> str:

@@ -12,6 +12,8 @@ are cached by the schema's hash, so an agent's repeated tool list is prepared on
 when first seen.
 
 A schema past the cheap size limits (:mod:`kvgate.plugins.json_schema.limits`) is refused first.
+A large one is prepared in a worker process (:mod:`kvgate.plugins.json_schema.worker`), so its
+pure-Python work does not slow the server's other threads.
 
 What the backend cannot enforce it says through :class:`kvgate.core.fence.backend.GrammarBackend`:
 ``unsupported_keywords``, ``formats`` and ``schema_error(schema)``. ``[fence] schema_recursion_depth``
@@ -20,6 +22,7 @@ and ``max_pattern_chars`` tune it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -40,6 +43,7 @@ from kvgate.plugins.json_schema.limits import check_limits, check_request_limits
 from kvgate.plugins.json_schema.normalize import Rules, normalize
 from kvgate.plugins.json_schema.numbers import drop_unenforceable_numbers
 from kvgate.plugins.json_schema.refs import bound_recursion
+from kvgate.plugins.json_schema.worker import SchemaWorkers, is_costly
 
 log = logging.getLogger("kvgate.fence")
 CACHE_SIZE = 512
@@ -60,9 +64,12 @@ class JsonSchemaPreparer:
     """One backend's schema preparer, with its caches of prepared schemas and of probed small
     schemas (patterns, numeric keywords)."""
 
-    def __init__(self, backend: GrammarBackend, depth: int = 5, max_pattern_chars: int = 4096):
+    def __init__(self, backend: GrammarBackend, depth: int = 5, max_pattern_chars: int = 4096, workers: bool = True):
+        """``workers``: prepare a large schema in a worker process (:mod:`.worker`)."""
         self.backend = backend
         self.depth, self.max_pattern_chars = depth, max_pattern_chars
+        self.workers = SchemaWorkers(
+            functools.partial(JsonSchemaPreparer, backend, depth, max_pattern_chars, workers=False)) if workers else None
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
         self.probes: OrderedDict[str, str] = OrderedDict()  # probed small schema (JSON) -> its error
         self.lock = threading.Lock()
@@ -97,7 +104,8 @@ class JsonSchemaPreparer:
                 self.cache.move_to_end(key)
                 return hit
         checkpoint()
-        prepared = self._prepare(schema, where, param)
+        prepared = self.prepare_apart(schema, where, param) if is_costly(schema) else self.prepare_here(
+            schema, where, param)
         if prepared.relaxed:
             log.warning("%s: schema relaxed for the grammar engine: %s", where, "; ".join(prepared.relaxed))
         with self.lock:
@@ -106,7 +114,13 @@ class JsonSchemaPreparer:
                 self.cache.popitem(last=False)
         return prepared
 
-    def _prepare(self, schema: Any, where: str, param: str) -> Prepared:
+    def prepare_apart(self, schema: Any, where: str, param: str) -> Prepared:
+        """A large schema, prepared in a worker process (on this thread when none can run)."""
+        prepared = self.workers.prepare(schema, where, param) if self.workers is not None else None
+        return prepared if prepared is not None else self.prepare_here(schema, where, param)
+
+    def prepare_here(self, schema: Any, where: str, param: str) -> Prepared:
+        """``schema`` prepared on this thread (uncached)."""
         check_limits(schema, where, param)  # before any costly work
         check_schema(schema, where, param)
         checkpoint()
