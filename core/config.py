@@ -152,6 +152,11 @@ class CacheConfig:
     chunk_tokens: int = attrs.field(default=256, validator=_positive)
     almost_hit_min_tokens: int = attrs.field(default=1024, validator=_positive)
     almost_hit_min_ratio: float = 0.9
+    # retention hints (cache_control, prompt_cache_retention) pin prefixes within this share of
+    # device_bytes; each tenant within pinned_tenant_share of that (0 = an even split among the
+    # tenants [[server.keys]] names, or all of it when none are configured)
+    pinned_share: float = attrs.field(default=0.5, validator=_optional_in_range(0, 1))
+    pinned_tenant_share: float = attrs.field(default=0.0, validator=_optional_in_range(0, 1))
     # usage reports cached tokens rounded down to this many (0 = the cache block size; 1 = exact)
     cached_tokens_granularity: int = attrs.field(default=0, validator=_non_negative)
 

@@ -105,6 +105,19 @@ class SamplingParams:
 
 
 @attrs.define
+class RetentionHint:
+    """A client's ask to keep a prefix of its prompt cached for ``ttl_seconds`` (Anthropic
+    ``cache_control``, OpenAI ``prompt_cache_retention``). The prefix is what the prompt of
+    ``messages`` and ``tools`` renders to (without a generation prompt); ``messages`` None: the
+    whole prompt. ``ttl`` is the label usage reports it under (``"5m"``, ``"1h"``, ``"24h"``)."""
+
+    ttl: str
+    ttl_seconds: float
+    messages: Optional[list[Message]] = None
+    tools: list[Tool] = attrs.field(factory=list)
+
+
+@attrs.define
 class ChatRequest:
     """The one request shape the pipeline understands."""
 
@@ -122,6 +135,7 @@ class ChatRequest:
     extra: dict[str, Any] = attrs.field(factory=dict)
     tenant: Tenant = DEFAULT_TENANT  # who sent it (from its API key): scopes its cache namespace
     cache_salt: Optional[str] = None  # isolates its prefix cache further, inside its tenant's
+    retention: list[RetentionHint] = attrs.field(factory=list)  # prefixes to keep cached (pinned)
 
     def tool_by_qualified_name(self, name: str) -> Optional[Tool]:
         for tool in self.tools:
@@ -197,6 +211,8 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens_device: int = 0
     cached_tokens_ssd: int = 0
+    # prompt tokens this request wrote to the cache as retained (pinned) prefixes, by TTL label
+    cache_written: dict[str, int] = attrs.field(factory=dict)
 
     @property
     def cached_tokens(self) -> int:
@@ -219,13 +235,25 @@ class Finished:
     issues: list[ParseIssue] = attrs.field(factory=list)
     error: Optional[str] = None  # set when reason == "error": what went wrong after the stream began
     relaxed: list[str] = attrs.field(factory=list)  # schema keywords the fence did not enforce
+    guard_stop: bool = False  # a generation guard ended the reply (the model did not): see the adapters
 
 
 @attrs.define
 class Started:
-    """Sent once the prompt is accepted (tokenized, fits the context, admitted)."""
+    """Sent once the prompt is accepted (tokenized, fits the context, admitted) and the prefix cache
+    has planned it: the cached counts are those the final usage reports (rounded the same way), so a
+    protocol can tell the input side of its usage before the first token."""
 
     prompt_tokens: int
+    cached_tokens_device: int = 0
+    cached_tokens_ssd: int = 0
+    cache_written: dict[str, int] = attrs.field(factory=dict)  # as Usage's
+
+    @property
+    def usage(self) -> "Usage":
+        """The input side of the request's usage (no output yet)."""
+        return Usage(prompt_tokens=self.prompt_tokens, cached_tokens_device=self.cached_tokens_device,
+                     cached_tokens_ssd=self.cached_tokens_ssd, cache_written=dict(self.cache_written))
 
 
 @attrs.define

@@ -1,10 +1,11 @@
-"""Plugin: ``GET /v1/cache/diagnostics`` -- recent almost-hits, lookups and tier sizes as JSON.
+"""Plugin: ``GET /v1/cache/diagnostics`` -- recent almost-hits, lookups, pins and tier sizes as JSON.
 
 Scoped to the asking tenant (:mod:`kvgate.core.tenants`): an admin key sees everything; any other
 key sees the almost-hits and lookups of the namespaces its tenant reaches (its own, its salted
 ones, its shared namespace), and almost-hit *text* only where its tenant owns both sides, that is
 in a namespace no other tenant reaches. In a shared namespace the stored side may be another
 tenant's prompt, so the text is redacted there: counts and positions only (``text_redacted``).
+Retention pins (``pins``) show their totals to everyone, their entries and bytes to their tenant.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ def scoped(data: dict[str, Any], tenant, owners) -> dict[str, Any]:
         return {**{key: value for key, value in item.items() if key not in TEXT_FIELDS}, "text_redacted": True}
 
     return {**data, "almost_hits": [view(i) for i in data.get("almost_hits", []) if reached(i)],
-            "recent_lookups": [i for i in data.get("recent_lookups", []) if reached(i)]}
+            "recent_lookups": [i for i in data.get("recent_lookups", []) if reached(i)],
+            **({"pins": own_pins(data["pins"], tenant.name)} if "pins" in data else {})}
+
+
+def own_pins(pins: dict[str, Any], tenant: str) -> dict[str, Any]:
+    """The pin summary with only ``tenant``'s own pins and bytes (the totals stay)."""
+    return {**pins, "by_tenant": {name: held for name, held in pins["by_tenant"].items() if name == tenant},
+            "entries": [entry for entry in pins["entries"] if entry["tenant"] == tenant]}
 
 
 def build_routes(ctx) -> list:

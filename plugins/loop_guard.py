@@ -11,7 +11,11 @@ Detects, on the tokens chosen so far:
   ``LONG_REPEATS`` (a ~20-token JSON object written out five times over is a loop; three
   identical lines of code may be what was asked for);
 * a restart of the reasoning: inside reasoning, the opening tokens of the reasoning recur ->
-  the end of reasoning is forced; after reasoning closed, re-opening it is excluded.
+  the end of reasoning is forced; after reasoning closed, re-opening it is excluded;
+* a loop that comes back despite the exclusions (:class:`~kvgate.plugins.loop_stop.LoopEnd`:
+  ``stop_after_interventions`` exclusions within ``stop_window`` output tokens) -> the reply ends
+  (``ends_reply``; the fence ends it once no call is open). Inside reasoning the end of reasoning
+  is forced instead, and the answer is counted afresh.
 
 Its settings are the ``[guard]`` section (:class:`GuardConfig`), declared by this plugin.
 """
@@ -23,8 +27,9 @@ from typing import Optional
 
 import attrs
 
-from kvgate.core.config_fields import positive
+from kvgate.core.config_fields import non_negative, positive
 from kvgate.core.hookspecs import hookimpl
+from kvgate.plugins.loop_stop import LoopEnd
 
 RESTART_WINDOW = 16  # tokens: the opening of the reasoning that must not recur
 LOOP_TOKENS = 96  # a repeated stretch this long is a loop once it holds LONG_REPEATS copies
@@ -44,6 +49,8 @@ class GuardConfig:
     max_token_repeats: int = attrs.field(default=32, validator=positive)
     max_pattern_period: int = attrs.field(default=32, validator=positive)
     min_pattern_repeats: int = attrs.field(default=8, validator=positive)
+    stop_after_interventions: int = attrs.field(default=3, validator=non_negative)  # 0: never end a reply
+    stop_window: int = attrs.field(default=512, validator=positive)
 
 
 class LoopGuard:
@@ -61,17 +68,21 @@ class LoopGuard:
         self.tail = b""
         self.opening: list[int] = []
         self.queue: list[int] = []
+        self.loop_end = LoopEnd(config.stop_after_interventions, config.stop_window)
 
     def clone(self) -> "LoopGuard":
         twin = copy.copy(self)
         twin.tokens, twin.runs, twin.opening, twin.queue = (
             list(self.tokens), list(self.runs), list(self.opening), list(self.queue))
+        twin.loop_end = self.loop_end.clone()
         return twin
 
     # ---- state
 
     def advance(self, token: int) -> None:
         tokens = self.tokens
+        if self._loop_bans():
+            self.loop_end.record(len(tokens))
         for period in range(1, self.max_period + 1):
             same = len(tokens) >= period and tokens[-period] == token
             self.runs[period] = self.runs[period] + 1 if same else 0
@@ -91,19 +102,26 @@ class LoopGuard:
                 self.opening.append(token)
             if self.tail.endswith(self.close_bytes):
                 self.in_reasoning, self.queue = False, []
+                self.loop_end.forget()
         elif self.open_bytes and self.tail.endswith(self.open_bytes):
             self.in_reasoning, self.opening = True, []
 
     # ---- decisions
 
     def banned(self) -> list[int]:
+        return self._loop_bans() + self._reopening()
+
+    def _loop_bans(self) -> list[int]:
+        """The token that would lengthen a run past ``max_token_repeats`` or complete a loop."""
         tokens = self.tokens
         out: list[int] = []
         if tokens and self.runs[1] + 1 >= self.max_repeats:
             out.append(tokens[-1])
-        out += self._pattern_successor()
-        out += self._reopening()
-        return out
+        return out + self._pattern_successor()
+
+    def ends_reply(self) -> bool:
+        """The loop came back despite the exclusions (outside reasoning): the reply should end."""
+        return self.loop_end.reached() and not self.in_reasoning
 
     def _pattern_successor(self) -> list[int]:
         tokens = self.tokens
@@ -131,6 +149,9 @@ class LoopGuard:
         if self.queue:
             return list(self.queue)
         window = len(self.opening)
+        if self.in_reasoning and self.close_tokens and self.loop_end.reached():
+            self.queue = list(self.close_tokens)
+            return list(self.queue)
         if (self.in_reasoning and window == RESTART_WINDOW and len(self.tokens) > 2 * window
                 and self.tokens[-window:] == self.opening):
             self.queue = list(self.close_tokens)

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 from kvgate.core.pipeline.stop_strings import check_stop_strings
 from kvgate.adapters.anthropic.blocks import expect
 from kvgate.adapters.anthropic.messages import convert_messages
+from kvgate.adapters.anthropic.retention import retention_hints
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, SamplingParams, Tool, ToolChoice
 from kvgate.core.pipeline.sampling_defaults import unset_names
@@ -24,9 +25,10 @@ def build_chat_request(body: dict[str, Any], served_model: str, headers: Mapping
                        billing: str) -> ChatRequest:
     tools = convert_tools(body.get("tools"))
     choice, parallel = convert_tool_choice(body.get("tool_choice"), tools)
+    messages = convert_messages(body.get("messages"), body.get("system"), billing)
     return ChatRequest(
         model=served_model,
-        messages=convert_messages(body.get("messages"), body.get("system"), billing),
+        messages=messages,
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=parallel,
@@ -34,6 +36,7 @@ def build_chat_request(body: dict[str, Any], served_model: str, headers: Mapping
         reasoning=convert_thinking(body.get("thinking")),
         cache_key=cache_key(body, headers),
         request_id=uuid.uuid4().hex,
+        retention=retention_hints(body, tools, billing, convert_tools),
     )
 
 
@@ -60,7 +63,7 @@ def convert_tools(raw: Any) -> list[Tool]:
 def convert_tool_choice(raw: Any, tools: list[Tool]) -> tuple[ToolChoice, bool]:
     if raw is None:
         return ToolChoice(), True
-    expect(isinstance(raw, dict) and raw.get("type") in TOOL_CHOICE_MODES,
+    expect(isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in TOOL_CHOICE_MODES,
            "must be an object with type auto, any, tool or none", "tool_choice")
     parallel = raw.get("disable_parallel_tool_use") is not True
     mode = TOOL_CHOICE_MODES[raw["type"]]

@@ -2,7 +2,7 @@
 
 Wire order::
 
-    message_start
+    message_start                            usage's input side as final (after the cache lookup)
     (ping)                                   once early, then on every Heartbeat
     content_block_start {index: i}           i = 0, 1, 2, ... one block open at a time
       content_block_delta*                   text_delta | thinking_delta (+ one signature_delta
@@ -14,7 +14,9 @@ Wire order::
 ``input_json_delta`` fragments are forwarded while they remain a prefix of one JSON object; at
 the call's end the rest is sent, so the fragments always concatenate to the JSON of ``input``.
 A ``Finished(reason="error")`` becomes an ``error`` event instead of ``message_delta``. The stop
-reason is ``tool_use`` whenever the message holds complete tool calls and no truncated one.
+reason is ``tool_use`` whenever the message holds complete tool calls and no truncated one. A
+reply the loop guard ended is ``end_turn`` with ``kvgate: {"guard_stop": true}`` on ``message_delta``
+(not ``max_tokens``: Claude Code would ask to continue a loop).
 """
 
 from __future__ import annotations
@@ -33,17 +35,23 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
                 "stop_sequence": "stop_sequence", "cancelled": "end_turn"}
 
 
-def usage_fields(usage: Usage) -> dict[str, int]:
-    """Anthropic usage: input_tokens excludes the tokens read from the prefix cache."""
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """Anthropic usage: input_tokens excludes the tokens read from the prefix cache and those
+    written to it as ``cache_control`` prefixes (``cache_creation``, by TTL, when there are any)."""
     cached = min(usage.cached_tokens, usage.prompt_tokens)
-    return {"input_tokens": usage.prompt_tokens - cached, "output_tokens": usage.completion_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+    written = min(sum(usage.cache_written.values()), usage.prompt_tokens - cached)
+    fields = {"input_tokens": usage.prompt_tokens - cached - written, "output_tokens": usage.completion_tokens,
+              "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
+    if written:
+        fields["cache_creation"] = {f"ephemeral_{ttl}_input_tokens": usage.cache_written.get(ttl, 0)
+                                    for ttl in ("5m", "1h")}
+    return fields
 
 
-def message_shell(message_id: str, model: str, prompt_tokens: int) -> dict[str, Any]:
+def message_shell(message_id: str, model: str, started: Started) -> dict[str, Any]:
+    """``message_start``'s message: its usage's input side is the final one (Claude Code checks)."""
     return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": usage_fields(Usage(prompt_tokens=prompt_tokens))}
+            "stop_reason": None, "stop_sequence": None, "usage": usage_fields(started.usage)}
 
 
 def error_event(kind: str, message: str) -> WireEvent:
@@ -85,7 +93,7 @@ class MessageStream:
         if self.started:
             return []
         self.started = True
-        shell = message_shell(self.message_id, self.model, event.prompt_tokens)
+        shell = message_shell(self.message_id, self.model, event)
         return [("message_start", {"type": "message_start", "message": shell}), *self._ping(event)]
 
     def _ping(self, _event: Any) -> list[WireEvent]:
@@ -104,6 +112,8 @@ class MessageStream:
         data = {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}
         if event.relaxed:  # kvgate's extension: schema keywords the fence did not enforce
             data["kvgate"] = {"relaxed_schema": list(event.relaxed)}
+        if event.guard_stop:  # kvgate's extension: the loop guard, not the model, ended the turn
+            data.setdefault("kvgate", {})["guard_stop"] = True
         out.append(("message_delta", data))
         return out + [("message_stop", {"type": "message_stop"})]
 

@@ -6,7 +6,9 @@ Extensions beyond the OpenAI schema (the SDK keeps them in ``model_extra``):
   tokens came from (``prompt_tokens_details.cached_tokens`` is their sum).
 * ``kvgate = {"guard_interventions": n, "parse_issues": [{"message", "raw"}]}`` on the response
   object (always) and on the finishing chunk (only when either is non-empty), plus
-  ``relaxed_schema: [str]`` when the fence did not enforce some schema keyword (then always).
+  ``relaxed_schema: [str]`` when the fence did not enforce some schema keyword (then always), and
+  ``guard_stop: true`` when the loop guard ended the reply (``finish_reason`` stays ``stop``: the
+  text is complete as far as it goes, and asking for more would only continue the loop).
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def extension(finished: Finished, issues: list[ParseIssue]) -> dict[str, Any]:
            "parse_issues": [{"message": issue.message, "raw": issue.raw} for issue in issues]}
     if finished.relaxed:
         out["relaxed_schema"] = list(finished.relaxed)
+    if finished.guard_stop:
+        out["guard_stop"] = True
     return out
 
 

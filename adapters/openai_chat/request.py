@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Mapping, Optional
 
+from kvgate.adapters.prompt_cache_retention import retention_hints
 from kvgate.core.pipeline.stop_strings import check_stop_strings
 from kvgate.adapters.openai_chat.fields import integer, number, typed
 from kvgate.adapters.openai_chat.messages import convert_messages
@@ -42,7 +43,7 @@ def to_chat_request(body: dict, model: str, has_vision: bool, headers: Optional[
         parallel_tool_calls=typed(body, "parallel_tool_calls", bool, "", default=True),
         sampling=sampling(body), response_format=convert_response_format(body.get("response_format")),
         reasoning=reasoning_switch(body), cache_key=cache_key(body, headers or {}),
-        request_id=request_id or uuid.uuid4().hex, extra=extra)
+        request_id=request_id or uuid.uuid4().hex, extra=extra, retention=retention_hints(body))
 
 
 def reject_unsupported(body: dict) -> None:

@@ -130,6 +130,8 @@ class StreamRenderer:
         self.response["usage"] = objects.usage_object(finished.usage)
         if finished.relaxed:  # kvgate's extension: schema keywords the fence did not enforce
             self.response["kvgate"] = {"relaxed_schema": list(finished.relaxed)}
+        if finished.guard_stop:  # kvgate's extension: the loop guard, not the model, ended the reply
+            self.response.setdefault("kvgate", {})["guard_stop"] = True
         if status == "incomplete":
             self.response["incomplete_details"] = {"reason": "max_output_tokens"}
         if status == "failed":
@@ -144,6 +146,13 @@ class StreamRenderer:
         self.response["error"] = objects.error_object(code, message)
         self.response["usage"] = objects.usage_object(usage or Usage())
         return self._stamp(events) + self._terminal("failed")
+
+    def add_item(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        """A finished item placed before the answer's (the ``context_management`` compaction item)."""
+        self.response["output"].append(item)
+        index = len(self.response["output"]) - 1
+        return self._stamp([{"type": "response.output_item.added", "output_index": index, "item": item},
+                            {"type": "response.output_item.done", "output_index": index, "item": item}])
 
     def complete_empty(self, usage: Usage) -> list[dict[str, Any]]:
         """``response.completed`` with no output: the reply to a ``generate: false`` warm-up."""

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import attrs
 
+from kvgate.adapters.prompt_cache_retention import retention_hints
 from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import ChatRequest, Message, ResponseFormat, SamplingParams, Tool
 from kvgate.core.pipeline.sampling_defaults import unset_names
@@ -200,6 +201,7 @@ def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: O
         sampling=_sampling(body),
         response_format=_response_format(body), reasoning=_reasoning_switch(body),
         cache_key=_cache_key(body, header_cache_key, prior_cache_key), request_id=uuid.uuid4().hex,
+        retention=retention_hints(body),
     )
     if not chat.messages and not warm_up:
         raise InvalidRequest("input is empty: send at least one message.", param="input")

@@ -4,6 +4,8 @@ events, keep the record. Shared by the non-streaming, SSE and WebSocket paths.
 :func:`begin` starts the pipeline and waits for its first event, so that errors raised before
 generation are normal HTTP errors; ``context_length_exceeded`` instead becomes an in-stream
 ``response.failed`` when the caller streams (that is what Codex maps to "context window exceeded").
+A ``context_management`` compaction (:mod:`.context_management`) runs in :func:`begin` too, before
+the answer; its item is the first output item.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kvgate.core.tenants import DEFAULT, Tenant, scope_request
 from kvgate.core.types import Heartbeat
 from kvgate.adapters.responses import objects
 from kvgate.adapters.responses.compaction import CompactionRenderer, is_compaction_trigger, summary_request
+from kvgate.adapters.responses.context_management import compact_if_over, compaction_policy
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import ResponsesCall, parse_create
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
@@ -74,6 +77,7 @@ class Run:
     first: Any = None
     failure: Optional[KvgateError] = None
     record: Optional[StoredResponse] = None
+    compaction: Optional[dict[str, Any]] = None  # the context_management compaction item, output first
 
     async def events(self) -> AsyncIterator[Optional[dict[str, Any]]]:
         """Wire events in order (``HEARTBEAT`` during a prefill); the record is kept at the end."""
@@ -84,6 +88,8 @@ class Run:
                 for event in self.renderer.fail(self.failure.code or "server_error", self.failure.message):
                     yield event
             else:
+                for event in self.renderer.add_item(self.compaction) if self.compaction is not None else []:
+                    yield event
                 async for event in self._generated():
                     yield event
             self.keep()
@@ -140,9 +146,13 @@ async def begin(ctx: Any, store: ResponseStore, call: ResponsesCall, streaming: 
     """Start the pipeline and take its first event; errors before generation propagate, except
     a context overflow while ``streaming`` (then the run reports it as ``response.failed``)."""
     run = new_run(ctx, store, call)
+    policy = compaction_policy(call.body)  # a bad entry is a 400
     try:
         compacting = is_compaction_trigger(call.body)
-        chat = summary_request(call, ctx.config.engine.default_max_tokens) if compacting else call.chat
+        if policy is not None and not compacting:
+            run.call, run.compaction = await compact_if_over(ctx.pipeline, call, policy,
+                                                             ctx.config.engine.default_max_tokens)
+        chat = summary_request(call, ctx.config.engine.default_max_tokens) if compacting else run.call.chat
         run.stream = ctx.pipeline.stream(chat)
         run.first = await run.stream.__anext__()
     except ContextLengthExceeded as exc:

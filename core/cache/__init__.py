@@ -8,7 +8,8 @@
   (``plan`` / ``load`` / ``attach`` / ``finish`` / ``discard`` / ``reclaim`` / ``diagnostics`` /
   ``close``): lookup order (:mod:`.lookup`), eviction order (:mod:`.residency`), backups
   (:mod:`.backup`), restores (:mod:`.restore`, :mod:`.restore_pool`), lookup observers
-  (:mod:`.lookup_observers`) and metrics (:mod:`.metrics`); :func:`.build.build_cache_manager` builds it
+  (:mod:`.lookup_observers`), retention pins (:mod:`.pinning` over the :mod:`.pins` table, requests' marks in :mod:`.retention`) and
+  metrics (:mod:`.metrics`); :func:`.build.build_cache_manager` builds it
   from the plugins and the config.
 
 The concrete tiers are plugins: ``kvgate.plugins.cache_device`` (resident) and

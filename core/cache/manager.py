@@ -21,7 +21,10 @@ from kvgate.core.cache.events import EventSinks, KvEventSink
 from kvgate.core.cache.lookup import fill_plan
 from kvgate.core.cache.lookup_observers import Candidate, Lookup, LookupObserver
 from kvgate.core.cache.metrics import CacheMetrics
+from kvgate.core.cache.pinning import Pinning
+from kvgate.core.cache.pins import PinTable
 from kvgate.core.cache.plan import CachePlan
+from kvgate.core.cache.retention import Retention, pin_budgets
 from kvgate.core.cache.residency import Residency
 from kvgate.core.cache.restore import Restores
 from kvgate.core.cache.restore_pool import RestorePool
@@ -34,7 +37,7 @@ from kvgate.core.runtime import ModelRuntime, Session
 log = logging.getLogger("kvgate.cache")
 
 
-class CacheManager(Restores, Residency):
+class CacheManager(Restores, Residency, Pinning):
     """``tiers`` come from :func:`kvgate.core.cache.build.build_tier_set`. A tier is also reachable
     as an attribute under its registered name (``manager.<name>``; None when registered but not
     built), for tools and tests."""
@@ -57,6 +60,7 @@ class CacheManager(Restores, Residency):
         self.recent: collections.deque[dict] = collections.deque(maxlen=64)
         self.recent_lock = threading.Lock()
         self.events = EventSinks()
+        self.pins = PinTable(*pin_budgets(config, settings.device_bytes))
 
     def add_event_sink(self, sink: KvEventSink) -> None:
         """Tell ``sink`` (engine thread) of every entry the resident tier admits or drops from now on."""
@@ -69,8 +73,9 @@ class CacheManager(Restores, Residency):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # --- lookup -----------------------------------------------------------------------------------
-    def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str]) -> CachePlan:
-        plan = CachePlan(namespace=namespace, tokens=tokens, cache_key=cache_key)
+    def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str],
+             retention: Optional[Retention] = None) -> CachePlan:
+        plan = CachePlan(namespace=namespace, tokens=tokens, cache_key=cache_key, retention=retention)
         if len(tokens) < 2 or (self.resident is None and not self.backup_tiers):
             return plan
         resident = (self.resident_name, self.resident) if self.resident is not None else None
@@ -111,6 +116,11 @@ class CacheManager(Restores, Residency):
 
     # --- sessions ---------------------------------------------------------------------------------
     def attach(self, plan: CachePlan) -> Session:
+        session = self._attach(plan)
+        self._reserve_pins(plan)  # the source is final here: what the marks write is known
+        return session
+
+    def _attach(self, plan: CachePlan) -> Session:
         if plan.from_backup:
             if plan.needs_load:
                 self.load(plan)
@@ -122,6 +132,7 @@ class CacheManager(Restores, Residency):
             entry = plan.resident_entry
             if entry is not None and entry.resident:
                 self.resident.touch(entry)
+                self._refresh_pins(plan)
                 return self._attached(plan, self.runtime.fork(entry.session, plan.cached_tokens))
         plan.go_cold()
         return self._attached(plan, self.runtime.new_session())
@@ -145,6 +156,7 @@ class CacheManager(Restores, Residency):
             "recent_lookups": self._recent(),
             **{name: (tier.stats() if tier is not None else None) for name, tier in self._named_tiers().items()},
             "restore_pool": self.pool.stats(),
+            "pins": self.pins.summary(),
         }
 
     def _named_tiers(self) -> dict[str, Any]:

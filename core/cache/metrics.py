@@ -33,6 +33,13 @@ class CacheMetrics:
         self.device_bytes = Gauge("kvgate_cache_device_bytes", "Bytes of blocks held by resident cache entries.",
                                   registry=r)
         self.device_entries = Gauge("kvgate_cache_device_entries", "Resident cache entries.", registry=r)
+        self.pinned_bytes = Gauge("kvgate_cache_pinned_bytes",
+                                  "Bytes of blocks held by pinned (retained) resident prefixes.", registry=r)
+        self.pins_refused = Counter("kvgate_cache_pins_refused",
+                                    "Retention hints ignored: over the pinned share or the tenant's part of it.",
+                                    ["reason"], registry=r)
+        for reason in ("share", "tenant_share"):
+            self.pins_refused.labels(reason=reason)
         self.evictions = Counter("kvgate_cache_evictions", "Entries evicted, per tier.", ["tier"], registry=r)
         tiers = list(tiers)
         for tier in tiers:

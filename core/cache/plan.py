@@ -29,6 +29,14 @@ class CachePlan:
     snapshot: Any = None
     payload: Optional[list] = None
     restore_seconds: float = 0.0
+    retention: Any = None  # the request's kvgate.core.cache.pinning.Retention, if it marked prefixes
+    retained: list = attrs.field(factory=list)  # its marks the cache reserved (pinning.Reserved)
+
+    @property
+    def retained_marks(self) -> tuple[tuple[int, str], ...]:
+        """``(position, ttl label)`` of each mark this request makes the cache keep (usage reports
+        what they write); a mark already pinned writes nothing and is left out."""
+        return tuple((r.mark.position, r.mark.ttl) for r in self.retained if r.nbytes)
 
     @property
     def from_backup(self) -> bool:

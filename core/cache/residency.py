@@ -12,6 +12,7 @@ class Residency:
 
     def finish(self, namespace: str, session: Session, cache_key: Optional[str]) -> None:
         """The request finished: its terminal state stays resident (the cache owns ``session``)."""
+        self._expire_pins()
         if self.pool.owns(session):
             kept = self.runtime.fork(session)
             self.pool.give(session)
@@ -59,6 +60,7 @@ class Residency:
 
     def _remove(self, entry) -> None:
         tokens = list(entry.tokens)  # the session is released with the entry
+        self.pins.drop(entry)
         self.resident.remove(entry)
         self.events.removed(self.resident_name, entry.namespace, tokens)
 
@@ -66,6 +68,7 @@ class Residency:
         if self.resident is not None:
             self.metrics.device_bytes.set(self.resident.resident_bytes())
             self.metrics.device_entries.set(len(self.resident.entries()))
+            self.metrics.pinned_bytes.set(self.resident.pinned_bytes())
 
     def close(self) -> None:
         """Back up what is resident and not yet backed up, then close every tier (flushing writers)."""

@@ -43,13 +43,15 @@ class TierSpec:
 
 
 class ResidentEntry(Protocol):
-    """One resident session of a :class:`ResidentTier` (the manager reads these, sets ``backed_up``)."""
+    """One resident session of a :class:`ResidentTier` (the manager reads these, sets ``backed_up``
+    and ``pinned``: a pinned entry holds a retained prefix, which the tier never evicts)."""
 
     namespace: str
     session: Session
     cache_key: Optional[str]
     round: int
     backed_up: bool
+    pinned: bool
 
     @property
     def tokens(self) -> list[int]: ...
@@ -80,10 +82,13 @@ class ResidentTier(Protocol):
         """Forget ``entry`` and release its session."""
 
     def superseded(self, entry: ResidentEntry) -> list[ResidentEntry]:
-        """Entries above ``entry`` that the prefix-round limit makes redundant."""
+        """Entries above ``entry`` that the prefix-round limit makes redundant (never a pinned one)."""
 
     def next_victim(self) -> Optional[ResidentEntry]:
-        """The entry to evict next, or None when nothing can go."""
+        """The entry to evict next (never a pinned one), or None when nothing can go."""
+
+    def pinned_bytes(self) -> int:
+        """Real bytes held by the pinned entries (a block they share counts once)."""
 
     def over_budget(self) -> bool:
         """Whether entries must be evicted before admitting more."""
@@ -141,6 +146,11 @@ class BackupTier(Protocol):
 
     def touch(self, snapshot: StoredSnapshot) -> None:
         """``snapshot`` was restored now (eviction order)."""
+
+    def retain(self, namespace: str, tokens: Sequence[int], seconds: float) -> None:
+        """Keep the snapshot of exactly ``tokens`` (a pinned prefix; it may not be committed yet)
+        and its chunks for ``seconds`` from now: neither eviction nor the round limit drops it
+        before then. A later call may extend the deadline, never shorten it."""
 
     def stats(self) -> dict:
         """A JSON-able summary for diagnostics."""

@@ -28,7 +28,7 @@ from kvgate.core.engine.prefill_progress import PrefillProgress
 from kvgate.core.engine.drafter_choice import choose_drafter, drafter_registry
 from kvgate.core.engine.prefill_schedule import PREFILL_SLICE_S, PrefillPace, PrefillSchedule
 from kvgate.core.engine.speculative import SpeculativeStep
-from kvgate.core.engine.sequence import Phase, Sequence, SequenceDone
+from kvgate.core.engine.sequence import Phase, Planned, Sequence, SequenceDone
 from kvgate.core.errors import KvgateError, Overloaded
 from kvgate.core.observe.progress import BOARD
 from kvgate.core.plugins import Registry
@@ -181,7 +181,7 @@ class Engine:
 
     def _plan(self, seq: Sequence) -> None:
         seq.mark("lookup")
-        seq.plan = self.cache.plan(seq.namespace, seq.prompt, seq.cache_key)
+        seq.plan = self.cache.plan(seq.namespace, seq.prompt, seq.cache_key, seq.retention)
         seq.mark("planned")
         self._waiting.append(seq)
         if seq.plan.needs_load:
@@ -200,6 +200,9 @@ class Engine:
         seq.session = self.cache.attach(seq.plan)
         seq.phase = Phase.PREFILL
         seq.mark("attached")
+        if seq.announce_plan:
+            plan = seq.plan
+            seq.deliver(Planned(len(seq.prompt), plan.cached_device, plan.cached_ssd, plan.retained_marks))
 
     def _drop_cancelled(self) -> None:
         for seq in [s for s in self._waiting + self._running if s.cancelled and s.phase is not Phase.LOADING]:
@@ -235,6 +238,7 @@ class Engine:
                 self._in_flight -= 1
             if seq.fence is not None:
                 done.guard_interventions = seq.fence.interventions if seq.fence is not None else 0
+                done.guard_stop = done.reason == "stop" and seq.fence.guard_stop
             try:
                 seq.deliver(done)
             except RuntimeError:  # the consumer's event loop is gone (server shutting down)
@@ -243,6 +247,7 @@ class Engine:
     def _hand_back_state(self, seq: Sequence, done: SequenceDone) -> None:
         """A finished sequence's state goes to the cache; so does a cancelled one's computed part (a
         client that gives up during a long prefill and retries resumes it), never a failed one's."""
+        self.cache.settle(seq.plan)
         if seq.session is None:
             return
         finished = done.reason in ("stop", "length") and not seq.cancelled

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import attrs
 
@@ -20,13 +20,14 @@ class ColdPlan:
     cached_device: int = 0
     cached_ssd: int = 0
     needs_load: bool = False
+    retained_marks: tuple = ()  # no cache keeps a marked prefix
 
 
 class NullCache:
     def __init__(self, runtime: ModelRuntime):
         self.runtime = runtime
 
-    def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str]) -> ColdPlan:
+    def plan(self, namespace: str, tokens: list[int], cache_key: Optional[str], retention: Any = None) -> ColdPlan:
         return ColdPlan(namespace, tokens, cache_key)
 
     def load(self, plan: ColdPlan) -> None:
@@ -37,6 +38,12 @@ class NullCache:
 
     def finish(self, namespace: str, session: Session, cache_key: Optional[str]) -> None:
         self.runtime.release(session)
+
+    def pin(self, plan: ColdPlan, session: Session) -> None:
+        return None
+
+    def settle(self, plan: Optional[ColdPlan]) -> None:
+        return None
 
     def discard(self, session: Session) -> None:
         self.runtime.release(session)

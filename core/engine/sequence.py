@@ -37,6 +37,18 @@ class PrefillDone:
     prompt_tokens: int
     cached_device: int
     cached_ssd: int
+    retained: tuple[tuple[int, str], ...] = ()  # (position, ttl) of the marked prefixes the cache keeps
+
+
+@attrs.define
+class Planned:
+    """The prefix cache's plan is final (after any SSD load): how many prompt tokens it provides.
+    Sent only to a sequence with ``announce_plan``, before its ``PrefillDone``."""
+
+    prompt_tokens: int
+    cached_device: int
+    cached_ssd: int
+    retained: tuple[tuple[int, str], ...] = ()  # as PrefillDone's
 
 
 @attrs.define
@@ -44,9 +56,10 @@ class SequenceDone:
     reason: str  # "stop" | "length" | "cancelled" | "error"
     error: Optional[BaseException] = None
     guard_interventions: int = 0
+    guard_stop: bool = False  # a generation guard ended the reply (reason "stop"), not the model
 
 
-EngineMessage = TokenOut | PrefillDone | SequenceDone
+EngineMessage = TokenOut | Planned | PrefillDone | SequenceDone
 
 
 @attrs.define(eq=False)
@@ -60,6 +73,8 @@ class Sequence:
     cache_key: Optional[str] = None
     fence: Any = None  # kvgate.core.fence RequestFence or None
     generate: bool = True  # False: prefill only (warm-up)
+    announce_plan: bool = False  # True: deliver a Planned message once the cache plan is final
+    retention: Any = None  # kvgate.core.cache.pinning.Retention: marked prefixes to pin
     id: int = attrs.field(factory=lambda: next(_ids))
     phase: Phase = Phase.QUEUED
     plan: Any = None

@@ -8,7 +8,7 @@ Public API (engine thread):
 * ``prepare_fences(tokenizer_info, dialect, config, pm)``: the one-time work, at startup;
 * ``check_schema_limits(request, tokenizer_info, config, pm)``: the schema preparer's cheap limits;
 * :class:`RequestFence`: ``set_budget``, ``apply``, ``advance``, ``forced_tokens``, ``clone``,
-  ``take_state``, ``must_stop``, ``interventions``.
+  ``take_state``, ``must_stop``, ``guard_stop``, ``interventions``.
 """
 
 from kvgate.core.fence.build import build_request_fence, prepare_fences

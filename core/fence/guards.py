@@ -8,6 +8,8 @@ watch (e.g. switched off in its section), else a fresh object with this interfac
 
 * ``banned() -> list[int]``: tokens to exclude before the next sample (the looping successor);
 * ``forced() -> list[int]``: tokens the guard forces next (e.g. the end of reasoning), or [];
+* ``ends_reply() -> bool``: the guard asks to end the reply here (a loop that exclusions do not
+  break); the fence ends it as soon as no structure is open (never inside a call);
 * ``advance(token)``: after a token is chosen;
 * ``clone()``: an independent copy (draft checking).
 
@@ -38,6 +40,10 @@ class Guard(Protocol):
     def banned(self) -> list[int]: ...
 
     def forced(self) -> list[int]: ...
+
+    def ends_reply(self) -> bool:
+        """Whether the reply should end now (the server's decision, not the model's end of turn)."""
+        ...
 
     def advance(self, token: int) -> None: ...
 

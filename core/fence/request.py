@@ -108,12 +108,22 @@ class RequestFence:
 
     @property
     def must_stop(self) -> bool:
-        """The output must end now: nothing may follow, or a closed call leaves no room for another."""
+        """The output must end now: nothing may follow, a closed call leaves no room for another,
+        or a guard ends the reply."""
+        if self.guard_stop:
+            return True
         if self.matcher is None:
             return False
         if self.matcher.is_stopped():
             return True
         return self.plan is not None and self.plan.must_stop(self.matcher, self.budget)
+
+    @property
+    def guard_stop(self) -> bool:
+        """A guard ends the reply, and it may end here (no structure open)."""
+        if not any(guard.ends_reply() for guard in self.guards):
+            return False
+        return self.matcher is None or self.matcher.is_accepting()
 
     @property
     def interventions(self) -> int:

@@ -32,6 +32,8 @@ class Metrics:
                                   buckets=LATENCY_BUCKETS, registry=r)
         self.guard_interventions = Counter("kvgate_guard_interventions", "Generation guard interventions",
                                            registry=r)
+        self.guard_stops = Counter("kvgate_guard_stops", "Replies a generation guard ended (a loop), not the model",
+                                   registry=r)
         self.draft_tokens = Counter("kvgate_spec_decode_draft_tokens", "Speculative draft tokens proposed",
                                     registry=r)
         self.vllm_draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (vLLM name)", registry=r)
@@ -57,6 +59,9 @@ class Metrics:
         self.vllm_generation_tokens.inc(generated)
         self.guard_interventions.inc(interventions)
         self.parse_issues.inc(issues)
+
+    def guard_stopped(self) -> None:
+        self.guard_stops.inc()
 
     def overloaded(self) -> None:
         self.overloaded_requests.inc()

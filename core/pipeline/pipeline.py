@@ -30,11 +30,12 @@ from kvgate.core.pipeline.request_checks import RequestCheck
 from kvgate.core.engine.sampling import TokenLogprobs, make_generator
 from kvgate.core.engine.engine import Engine
 from kvgate.core.fence.admission import FenceAdmission
-from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
+from kvgate.core.engine.sequence import EngineMessage, Planned, PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, Overloaded
 from kvgate.core.request_trace import RequestObserver, RequestTrace, decode_rate
 from kvgate.core.pipeline.output_cap import OutputCap
+from kvgate.core.pipeline.retention_marks import retention_of, written_by_ttl
 from kvgate.core.pipeline.sampling_defaults import SamplingDefaults
 from kvgate.core.server import call_id
 from kvgate.core.pipeline.stop_strings import StopStringScanner
@@ -201,15 +202,16 @@ class Pipeline:
         fence = await self.admit_fence(request)
         if trace is not None and fence is not None:
             trace.mark("fenced")
+        retention = await anyio.to_thread.run_sync(retention_of, self, request, prompt) if request.retention else None
         with SequenceRun(self.engine, HEARTBEAT_SECONDS) as run:  # cancels the sequence if we leave first
             seq = self._sequence(request, prompt, max_tokens, True, run.deliver, fence)
-            seq.trace = trace
+            seq.retention = retention
+            seq.trace, seq.announce_plan = trace, True  # Started waits for the plan (milliseconds)
             run.submit(seq, self.submit)
             handler = _Run(self, request, seq)
             try:
-                yield Started(len(seq.prompt))
                 async for message in run:
-                    for event in [Heartbeat()] if message is None else handler.handle(message):
+                    for event in handler.events_for(message):
                         yield event  # a consumer may stop here, after Finished: the request is recorded
             finally:
                 if not handler.recorded:  # the consumer went away before the sequence finished
@@ -270,12 +272,40 @@ class _Run:
         self.first_token_s: Optional[float] = None
         self.output: list[int] = []  # the generated token ids (for request observers)
         self.recorded = False  # the request is counted in the metrics once, when it ends
+        self.announced = False  # Started was sent
+        self.retained: tuple[tuple[int, str], ...] = ()  # (position, ttl) of the marks the cache keeps
+
+    def events_for(self, message: Optional[EngineMessage]) -> list[Event]:
+        """The events for one engine message (None: a quiet wait). ``Started`` comes with the cache
+        plan, so it carries the usage's true input side; a heartbeat before it is dropped (the plan
+        is made on the engine's next turn, final after any SSD read), and a sequence ended before
+        planning starts uncached."""
+        if isinstance(message, Planned):
+            self.retained = message.retained
+            return self._announce(message.cached_device, message.cached_ssd)
+        if message is None:
+            return [Heartbeat()] if self.announced else []
+        return ([] if self.announced else self._announce(0, 0)) + self.handle(message)
+
+    def _announce(self, cached_device: int, cached_ssd: int) -> list[Event]:
+        self.announced = True
+        self.usage.cached_tokens_device, self.usage.cached_tokens_ssd = cached_device, cached_ssd
+        reported = self.reported()
+        return [Started(len(self.seq.prompt), reported.cached_tokens_device, reported.cached_tokens_ssd,
+                        reported.cache_written)]
+
+    def reported(self) -> Usage:
+        """The usage as clients see it (:meth:`Pipeline.reported`), with what its kept marks wrote."""
+        usage = self.pipeline.reported(self.usage)
+        usage.cache_written = written_by_ttl(self.retained, usage.cached_tokens)
+        return usage
 
     def handle(self, message) -> list[Event]:
         if isinstance(message, PrefillDone):
             self.seq.mark("prefilled")
             self.usage.cached_tokens_device = message.cached_device
             self.usage.cached_tokens_ssd = message.cached_ssd
+            self.retained = message.retained
             return []
         if isinstance(message, TokenOut):
             return self._token(message.token, message.logprobs)
@@ -373,8 +403,13 @@ class _Run:
         elif self.open_calls and reason != "cancelled" and (reason != "length" or self.output_went_on):
             reason, error = "error", self._unfinished_call()
         self.record(reason, done.guard_interventions, error)
-        usage = self.pipeline.reported(self.usage)
+        guard_stop = done.guard_stop and reason in ("stop", "tool_calls")
+        if guard_stop:
+            self.pipeline.metrics.guard_stopped()
+            log.info("the loop guard ended a reply after %d tokens (%d interventions)",
+                     self.usage.completion_tokens, done.guard_interventions)
+        usage = self.reported()
         relaxed = list(self.seq.fence.relaxed) if self.seq.fence is not None else []
         events.append(Finished(reason, usage, self.stop_sequence, done.guard_interventions, self.issues, error,
-                               relaxed))
+                               relaxed, guard_stop))
         return events

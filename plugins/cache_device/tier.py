@@ -32,6 +32,7 @@ class DeviceEntry:
     round: int
     last_used: int
     backed_up: bool = False
+    pinned: bool = False  # set by the cache manager: a retained prefix, never evicted
     trie_node: Any = None
 
     @property
@@ -98,13 +99,15 @@ class DeviceTier:
     def superseded(self, entry: DeviceEntry) -> list[DeviceEntry]:
         out, above = [], PrefixTrie.parent_entry(entry)
         while above is not None:
-            if entry.round - above.round >= self.prefix_rounds and not PrefixTrie.is_fork_point(above):
+            redundant = entry.round - above.round >= self.prefix_rounds and not PrefixTrie.is_fork_point(above)
+            if redundant and not above.pinned:
                 out.append(above)
             above = PrefixTrie.parent_entry(above)
         return out
 
     def next_victim(self) -> Optional[DeviceEntry]:
-        leaves = (e for trie in self.tries.values() for e in trie.entries() if not PrefixTrie.has_descendants(e))
+        leaves = (e for trie in self.tries.values() for e in trie.entries()
+                  if not PrefixTrie.has_descendants(e) and not e.pinned)
         return min(leaves, key=lambda e: e.last_used, default=None)
 
     # --- sizes ------------------------------------------------------------------------------------
@@ -113,6 +116,10 @@ class DeviceTier:
 
     def resident_bytes(self) -> int:
         return len(self.block_refs) * self.block_bytes()
+
+    def pinned_bytes(self) -> int:
+        blocks = {block for entry in self.entries() if entry.pinned for block in entry.session.block_table}
+        return len(blocks) * self.block_bytes()
 
     def entries(self) -> list[DeviceEntry]:
         return [e for trie in self.tries.values() for e in trie.entries()]

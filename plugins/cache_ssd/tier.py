@@ -30,6 +30,7 @@ from kvgate.core.cache.disk_state import StateUnusable, open_or_set_aside
 from kvgate.plugins.cache_ssd.index import SsdIndex
 from kvgate.plugins.cache_ssd.metrics import SsdMetrics
 from kvgate.plugins.cache_ssd.records import SnapshotRecord
+from kvgate.plugins.cache_ssd.retention import RetainedSnapshots
 from kvgate.plugins.cache_ssd.store import SsdStore
 
 log = logging.getLogger("kvgate.cache")
@@ -48,6 +49,7 @@ class SsdTier:
         self.lock = threading.Condition(threading.RLock())
         self.index = SsdIndex()
         self.pins: collections.Counter[bytes] = collections.Counter()
+        self.retained = RetainedSnapshots()
         self.pending_bytes = 0
         for record in records:
             self.index.add(record)
@@ -106,6 +108,9 @@ class SsdTier:
         self.jobs.put(("commit", pending, size))
         return True
 
+    def retain(self, namespace: str, tokens: Sequence[int], seconds: float) -> None:
+        self.retained.keep(namespace, tokens, seconds)
+
     def touch(self, record: SnapshotRecord) -> None:
         record.last_used = time.time()
         self.jobs.put(("touch", record.id, record.last_used))
@@ -160,7 +165,8 @@ class SsdTier:
             with self.lock:
                 self.index.add(record)
                 for old in self.index.superseded(record, self.prefix_rounds):
-                    self._drop_locked(old)
+                    if not self.retained.holds(old):
+                        self._drop_locked(old)
                 self._evict_over_capacity()
         finally:
             with self.lock:
@@ -173,7 +179,7 @@ class SsdTier:
 
     def _evict_over_capacity(self) -> None:
         """Drop least recently used snapshots past ``ssd_bytes`` or below ``ssd_min_free_bytes``."""
-        for victim in self.store.over_capacity():
+        for victim in self.store.over_capacity(self.retained.holds):
             self._drop_locked(victim)
             self.metrics.evictions.inc()
 
@@ -218,7 +224,7 @@ class SsdTier:
             return {"snapshots": len(self.store.records), "bytes": self.store.total_bytes,
                     "capacity_bytes": self.store.capacity_bytes, "pending_bytes": self.pending_bytes,
                     "generation": self.store.manifest.generation, "worker": self.store.worker,
-                    "other_live_workers": len(self.store.others_live())}
+                    "other_live_workers": len(self.store.others_live()), "retained": self.retained.count()}
 
     def close(self) -> None:
         if self.writer.is_alive():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from kvgate.core.cache.namespace import chain_root
 from kvgate.core.cache.snapshot import PendingSnapshot
@@ -125,10 +125,10 @@ class StoreWrites:
         """Whether this worker may evict ``record``: no other live worker holds it."""
         return not any(worker in live and worker != self.worker for worker in self.holders.get(record.id, {}))
 
-    def over_capacity(self) -> list[SnapshotRecord]:
+    def over_capacity(self, kept: Callable[[SnapshotRecord], bool] = lambda record: False) -> list[SnapshotRecord]:
         """Least recently used snapshots to drop so the chunk files fit ``capacity_bytes`` and the
         file system keeps ``min_free_bytes`` free: among those this worker holds alone and those
-        only dead workers held."""
+        only dead workers held, never one ``kept`` holds (a retained prefix)."""
         self.total_bytes = self.ledger.total_bytes()
         excess = self.total_bytes - self.capacity_bytes
         if self.min_free_bytes:
@@ -138,7 +138,7 @@ class StoreWrites:
         live = self.ledger.live_workers()
         with self.mem:
             refs = collections.Counter(self.chunk_refs)
-            candidates = sorted((r for r in self.records.values() if self.evictable(r, live)),
+            candidates = sorted((r for r in self.records.values() if self.evictable(r, live) and not kept(r)),
                                 key=lambda r: r.last_used)
             victims: list[SnapshotRecord] = []
             for record in candidates:

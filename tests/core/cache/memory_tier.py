@@ -66,6 +66,9 @@ class MemoryTier:
     def unpin(self, keys: Sequence[bytes]) -> None:
         pass
 
+    def retain(self, namespace: str, tokens: Sequence[int], seconds: float) -> None:
+        pass  # nothing is ever evicted from this store
+
     def submit(self, pending: PendingSnapshot, wait: bool) -> bool:
         for index, key in enumerate(pending.keys):
             if index in pending.payloads:
