@@ -14,9 +14,12 @@ from kvgate.core.http.request_hints import apply_hints
 from kvgate.adapters.anthropic.errors import anthropic_error_body, error_message, error_type
 from kvgate.adapters.anthropic.message import fold_message
 from kvgate.adapters.anthropic.request import build_chat_request
+from kvgate.adapters.anthropic.schema import (COUNT_TOKENS_ANSWERS, COUNT_TOKENS_REQUEST, MESSAGES_ANSWERS,
+                                              MESSAGES_REQUEST)
 from kvgate.adapters.anthropic.stream import MessageStream, error_event
 from kvgate.core.errors import KvgateError
 from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
+from kvgate.core.http.openapi import json_body_operation
 from kvgate.core.http.routing import protocol_router, read_json_object, sse_event, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
@@ -36,7 +39,7 @@ def build_routes(ctx) -> list:
         chat = build_chat_request(body, served, request.headers, billing)
         return requested or served, apply_hints(scope_request(chat, tenant_of(request), body), request.headers)
 
-    @post(MESSAGES_PATHS, status_code=200)
+    @post(MESSAGES_PATHS, status_code=200, operation_class=json_body_operation(MESSAGES_REQUEST, MESSAGES_ANSWERS))
     async def create_message(request: Request) -> Response:
         body = await read_json_object(request)
         expect(body.get("stream") in (None, True, False), "must be a boolean", "stream")
@@ -52,7 +55,8 @@ def build_routes(ctx) -> list:
             return Response(b"", status_code=499)  # nginx's "client closed request"; nobody reads it
         return Response(message.result(), status_code=200)
 
-    @post(COUNT_PATHS, status_code=200)
+    @post(COUNT_PATHS, status_code=200,
+          operation_class=json_body_operation(COUNT_TOKENS_REQUEST, COUNT_TOKENS_ANSWERS))
     async def count_tokens(request: Request) -> Response:
         body = await read_json_object(request)
         _model, chat = chat_request(request, body)

@@ -17,15 +17,18 @@ from kvgate.adapters.openai_chat.completion import Collected, completion_object
 from kvgate.adapters.openai_chat.fields import typed
 from kvgate.adapters.openai_chat.render import ResponseMeta, generation_failed_message, log, merge_issues, new_meta
 from kvgate.adapters.openai_chat.request import to_chat_request
+from kvgate.adapters.openai_chat.schema import CHAT_ANSWERS, CHAT_REQUEST
 from kvgate.adapters.openai_chat.stream import ChunkRenderer
 from kvgate.core.errors import KvgateError
 from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
+from kvgate.core.http.openapi import json_body_operation
 from kvgate.core.http.routing import read_json_object, sse_response
 from kvgate.core.tenants import scope_request, tenant_of
 
 
 def chat_route(ctx):
-    @post(["/v1/chat/completions", "/chat/completions"], status_code=200)
+    @post(["/v1/chat/completions", "/chat/completions"], status_code=200,
+          operation_class=json_body_operation(CHAT_REQUEST, CHAT_ANSWERS))
     async def chat_completions(request: Request) -> Response:
         body = await read_json_object(request)
         requested = typed(body, "model", str, "")

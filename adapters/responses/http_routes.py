@@ -23,11 +23,14 @@ from litestar import Request, Response, delete, get, post
 
 from kvgate.core.errors import NotFound
 from kvgate.core.http.client_gone import http_disconnect, unless_gone_first
+from kvgate.core.http.openapi import json_body_operation
 from kvgate.core.http.routing import read_json_object, sse_event, sse_response
 from kvgate.core.http.request_hints import apply_hints
 from kvgate.core.tenants import tenant_of
 from kvgate.adapters.responses.compaction import compact
 from kvgate.adapters.responses.run import HEARTBEAT, Run, begin, complete, parse_call
+from kvgate.adapters.responses.schema import (COMPACT_ANSWERS, INPUT_TOKENS_ANSWERS, RESPONSES_ANSWERS,
+                                              RESPONSES_REQUEST)
 from kvgate.adapters.responses.store import ResponseStore
 
 log = logging.getLogger("kvgate.responses")
@@ -77,7 +80,8 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
             raise NotFound(f"No response found with id '{response_id}'.", param="response_id")
         return record
 
-    @post(both("/responses"), status_code=200)
+    @post(both("/responses"), status_code=200,
+          operation_class=json_body_operation(RESPONSES_REQUEST, RESPONSES_ANSWERS))
     async def create_response(request: Request) -> Response:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
@@ -104,7 +108,8 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
         return _json({"object": "list", "data": items, "has_more": False,
                       "first_id": items[0]["id"] if items else None, "last_id": items[-1]["id"] if items else None})
 
-    @post(both("/responses/input_tokens"), status_code=200)
+    @post(both("/responses/input_tokens"), status_code=200,
+          operation_class=json_body_operation(RESPONSES_REQUEST, INPUT_TOKENS_ANSWERS))
     async def count_input_tokens(request: Request) -> Response:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),
@@ -114,7 +119,8 @@ def http_handlers(ctx: Any, store: ResponseStore) -> list:
             count = await count
         return _json({"object": "response.input_tokens", "input_tokens": int(count)})
 
-    @post(both("/responses/compact"), status_code=200)
+    @post(both("/responses/compact"), status_code=200,
+          operation_class=json_body_operation(RESPONSES_REQUEST, COMPACT_ANSWERS))
     async def compact_conversation(request: Request) -> Response:
         body = await read_json_object(request)
         call = parse_call(ctx, store, body, header_cache_key=request.headers.get(CACHE_KEY_HEADER),

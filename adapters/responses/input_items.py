@@ -60,7 +60,7 @@ def content_text(content: Any, where: str, has_vision: bool) -> str:
     for index, part in enumerate(content):
         spot = f"{where}[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind in TEXT_PARTS:
+        if isinstance(kind, str) and kind in TEXT_PARTS:  # a list or object as the type is unhashable
             value = part.get(TEXT_PARTS[kind])
             if not isinstance(value, str):
                 raise InvalidRequest(f"{spot}.{TEXT_PARTS[kind]} must be a string.", param=spot)
@@ -123,7 +123,7 @@ def _add_item(item: dict, where: str, out: ConvertedInput, has_vision: bool) -> 
     kind = item.get("type", "message")
     messages = out.messages
     if kind == "message":
-        role = ROLES.get(item.get("role"))
+        role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
             raise InvalidRequest(f"{where}.role must be user, assistant, system or developer.", param=f"{where}.role")
         text = content_text(item.get("content"), f"{where}.content", has_vision)

@@ -10,7 +10,9 @@ from litestar import Request, Response, post
 from kvgate.adapters.openai_chat.fields import typed
 from kvgate.adapters.openai_chat.messages import convert_messages
 from kvgate.adapters.openai_chat.tools import convert_tools
+from kvgate.adapters.tokenize.schema import DETOKENIZE_ANSWERS, DETOKENIZE_REQUEST, TOKENIZE_ANSWERS, TOKENIZE_REQUEST
 from kvgate.core.errors import InvalidRequest
+from kvgate.core.http.openapi import json_body_operation
 from kvgate.core.http.routing import read_json_object
 from kvgate.core.tenants import scoped_namespace, tenant_of
 from kvgate.core.types import ChatRequest
@@ -52,7 +54,8 @@ def max_model_len(ctx) -> Optional[int]:
 
 
 def tokenize_route(ctx):
-    @post(["/v1/tokenize", "/tokenize"], status_code=200)
+    @post(["/v1/tokenize", "/tokenize"], status_code=200,
+          operation_class=json_body_operation(TOKENIZE_REQUEST, TOKENIZE_ANSWERS))
     async def tokenize(request: Request) -> Response:
         body = await read_json_object(request)
         model = ctx.resolve_model(typed(body, "model", str, ""))
@@ -71,7 +74,8 @@ def tokenize_route(ctx):
 
 
 def detokenize_route(ctx):
-    @post(["/v1/detokenize", "/detokenize"], status_code=200)
+    @post(["/v1/detokenize", "/detokenize"], status_code=200,
+          operation_class=json_body_operation(DETOKENIZE_REQUEST, DETOKENIZE_ANSWERS))
     async def detokenize(request: Request) -> Response:
         body = await read_json_object(request)
         ctx.resolve_model(typed(body, "model", str, ""))
