@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -61,8 +62,29 @@ def with_shared_weights(settings: dict) -> dict:
     return {**settings, "model": {**model, "weights_cache_dir": shared}}
 
 
+_RUNNING: set["ServerProcess"] = set()
+
+
+def _stop_running_on_sigterm() -> None:
+    """When the test process is told to end (``timeout`` sends SIGTERM), stop the servers it started
+    first: they run in sessions of their own, so nothing else would."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop_all(signum, frame) -> None:
+        for server in list(_RUNNING):
+            if server.proc is not None and server.proc.poll() is None:
+                server.proc.kill()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop_all)
+
+
 class ServerProcess:
-    """A `kvgate serve` child process. Stops by itself when the test ends (or at `stop()`)."""
+    """A `kvgate serve` child process. Stops by itself when the test ends (or at `stop()`), and when
+    the test process gets SIGTERM."""
 
     def __init__(self, workdir: Path, settings: Optional[dict] = None, port: Optional[int] = None,
                  state_dir: Optional[Path] = None, env: Optional[dict] = None, timeout: float = 180):
@@ -85,8 +107,10 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         cmd = [sys.executable, "-m", "kvgate.core.cli", "serve", "--config", str(self.config_path),
                "--host", "127.0.0.1", "--port", str(self.port)]
+        _stop_running_on_sigterm()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                      cwd=self.workdir, start_new_session=True)
+        _RUNNING.add(self)
         deadline = time.time() + self.timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -122,6 +146,7 @@ class ServerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
+        _RUNNING.discard(self)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
