@@ -4,7 +4,8 @@ The directory holds config.json, model.safetensors (in the requested dtype), tok
 tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
 llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
 Converted for int4 weights, Q4_0 / Q4_1 linear weights are stored 4-bit (:mod:`kvgate.models.gguf_quant`).
-The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`.
+The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`, those of
+the hybrids (Qwen3.5, Qwen3.5-MoE, Qwen3-Next) in :mod:`kvgate.models.gguf_hybrid`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from kvgate.models import gguf_experts
+from kvgate.models import gguf_experts, gguf_hybrid
 from kvgate.models.gguf_quant import q4_parts, stored_parts
 from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
 from kvgate.models.progress import Progress
@@ -31,7 +32,9 @@ _LAYER_NAMES = {
 }
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                  "output.weight": "lm_head.weight"}
-_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", **gguf_experts.HF_CLASSES}
+_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", **gguf_experts.HF_CLASSES,
+               **gguf_hybrid.HF_CLASSES}
+_HF_MODEL_TYPES = {**gguf_experts.HF_MODEL_TYPES, **gguf_hybrid.HF_MODEL_TYPES}
 
 
 def open_gguf(path: str):
@@ -77,7 +80,7 @@ def hf_config(meta: dict[str, Any], has_output: bool) -> dict[str, Any]:
     heads = int(key("attention.head_count"))
     hidden = int(key("embedding_length"))
     config = {
-        "model_type": gguf_experts.HF_MODEL_TYPES.get(arch, arch), "architectures": [_HF_CLASSES[arch]],
+        "model_type": _HF_MODEL_TYPES.get(arch, arch), "architectures": [_HF_CLASSES[arch]],
         "vocab_size": int(meta.get(f"{arch}.vocab_size") or len(meta["tokenizer.ggml.tokens"])),
         "hidden_size": hidden, "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")), "num_attention_heads": heads,
@@ -119,6 +122,12 @@ def _kept_4bit(tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
     return stored_parts(hf_name(tensor.name), tuple(_unpermuted(tensor.name, part, config) for part in parts))
 
 
+def _hf_tensors(gguf_name: str, values: np.ndarray, config: dict[str, Any], hybrid: bool) -> dict[str, np.ndarray]:
+    if hybrid:
+        return gguf_hybrid.hf_tensors(gguf_name, values, config, hf_name)
+    return gguf_experts.hf_tensors(gguf_name, values, config["num_hidden_layers"], hf_name)
+
+
 def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress, int4: bool = False) -> None:
     """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist);
     ``int4``: dense layers' Q4_0 / Q4_1 linear weights stay 4-bit (:mod:`kvgate.models.gguf_quant`)."""
@@ -132,6 +141,9 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
         raise ValueError("GGUF files with a rope_freqs tensor (llama3 rope scaling) are not supported yet")
     config = hf_config(meta, has_output="output.weight" in names)
     config.update(gguf_experts.family_config(meta, names, config))
+    hybrid = meta.get("general.architecture") in gguf_hybrid.HF_CLASSES
+    if hybrid:
+        config.update(gguf_hybrid.family_config(meta, config))
     progress.stage("building tokenizer")
     build_tokenizer(meta).save(str(target / "tokenizer.json"))
     specials = special_token_texts(meta)
@@ -141,13 +153,13 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     tensors = {}
     for index, tensor in enumerate(reader.tensors):
         progress.count("tensors dequantized", index, len(reader.tensors))
-        kept = int4 and _kept_4bit(tensor, config)
+        kept = int4 and not hybrid and _kept_4bit(tensor, config)
         if kept:
             tensors.update(kept)
             continue
         values = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
         values = _unpermuted(tensor.name, values.reshape([int(d) for d in reversed(tensor.shape)]), config)
-        for name, part in gguf_experts.hf_tensors(tensor.name, values, config["num_hidden_layers"], hf_name).items():
+        for name, part in _hf_tensors(tensor.name, values, config, hybrid).items():
             part = np.ascontiguousarray(part)
             if not part.flags.writeable:  # plain F32 tensors are views of the read-only memory map
                 part = part.copy()

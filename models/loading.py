@@ -51,6 +51,8 @@ class Family:
     weights: Callable[..., Any] = LlamaWeights.from_hf_tensors
     # (arch, config, tensors, main weights, dtype, device) -> the draft layers its runtime's attach_mtp takes
     draft_weights: Optional[Callable[..., Any]] = None
+    # (weights, format) -> the weights packed in that format, for weights other than LlamaWeights
+    quantize: Optional[Callable[[Any, str], Any]] = None
 
 
 LLAMA = Family("Llama-family", set(ARCHITECTURES), LlamaArch.from_hf_config)
@@ -80,8 +82,9 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     weights = family.weights(arch, tensors, dtype, device)
     draft = draft_weights(family, arch, config, tensors, weights, engine_config, dtype, device)
     del tensors
-    if quantizable(family):
-        weights = quantize_weights(weights, weight_format)
+    quantize = quantizer(family)
+    if quantize is not None:
+        weights = quantize(weights, weight_format)
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
@@ -131,6 +134,14 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     return runtime
 
 
+def quantizer(family: Family) -> Optional[Callable[[Any, str], Any]]:
+    """How the family's weights are packed: its own ``quantize``, Llama's for :class:`LlamaWeights`,
+    else None (its weights stay dense)."""
+    if family.quantize is not None:
+        return family.quantize
+    return quantize_weights if family.weights == LlamaWeights.from_hf_tensors else None
+
+
 def quantizable(family: Family) -> bool:
-    """Whether the family's weights are :class:`LlamaWeights` (other weight classes stay dense)."""
-    return family.weights == LlamaWeights.from_hf_tensors
+    """Whether the family's weights can be held packed (int8 / int4)."""
+    return quantizer(family) is not None

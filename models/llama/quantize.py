@@ -19,7 +19,8 @@ LINEAR_FIELDS = ("qkv", "o", "gate_up", "down")
 HEAD_FORMATS = {"int4": "int8", "int8": "int8", "bf16": "bf16"}
 
 
-def _in_format(value: Any, fmt: str, dtype) -> Any:
+def in_format(value: Any, fmt: str, dtype) -> Any:
+    """``value`` (a dense weight, 4-bit GGUF parts or None) in format ``fmt``."""
     if isinstance(value, Int4Parts):
         weight = value.weight()
         return weight if fmt == "int4" else quantize(weight.dequantize().to(dtype), fmt)
@@ -31,7 +32,7 @@ def quantize_weights(weights: LlamaWeights, fmt: str) -> LlamaWeights:
     dtype = weights.embed.dtype
     for layer in weights.layers:
         for field in LINEAR_FIELDS:
-            setattr(layer, field, _in_format(getattr(layer, field), fmt, dtype))
-    weights.lm_head = _in_format(weights.lm_head, HEAD_FORMATS[fmt], dtype)
+            setattr(layer, field, in_format(getattr(layer, field), fmt, dtype))
+    weights.lm_head = in_format(weights.lm_head, HEAD_FORMATS[fmt], dtype)
     weights.format = fmt
     return weights

@@ -6,7 +6,8 @@ K/V are there already) and read the whole context back by slot; their queries ca
 advance each session's :class:`~.linear_state.LayerState` (:mod:`.linear_attention`). Norms are
 zero-centred RMSNorms computed in fp32 (``x * rsqrt(mean(x^2) + eps) * (1 + w)``). In deterministic
 mode attention is :mod:`kvgate.models.invariant_attention`'s and dense products are
-:mod:`kvgate.models.invariant_linear`'s, as in the Llama forward.
+:mod:`kvgate.models.invariant_linear`'s, as in the Llama forward; packed (int8 / int4) weights run
+:func:`kvgate.models.quant_linear.linear`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from kvgate.core.runtime import PrefillInterrupted
+from kvgate.models.cpu_kernels.int4 import int4_kernel
+from kvgate.models.cpu_kernels.int8 import int8_kernel
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.invariant_linear import invariant_linear
@@ -28,6 +31,7 @@ from kvgate.models.qwen3_5.linear_attention import LinearMixer
 from kvgate.models.qwen3_5.linear_state import LayerState
 from kvgate.models.moe.experts import moe_mlp
 from kvgate.models.qwen3_5.weights import FullAttention, Qwen35Weights, SharedExpert
+from kvgate.models.quant_linear import DENSE_ROWS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
 Context = Union[torch.Tensor, slice]
@@ -51,8 +55,14 @@ class Qwen35Forward:
         self.pool_index = {layer: i for i, layer in enumerate(arch.full_layers)}
         self.mixers = {i: LinearMixer(arch, layer.linear, self._linear, deterministic)
                        for i, layer in enumerate(weights.layers) if layer.linear is not None}
+        if weights.embed.device.type == "cpu" and weights.format != "bf16":
+            int4_kernel(), int8_kernel()  # built and checked at load, not on the first request
 
-    def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def _linear(self, x: torch.Tensor, weight) -> torch.Tensor:
+        """F.linear, or a packed weight's own (:mod:`kvgate.models.quant_linear`: in deterministic mode
+        always its batch-invariant kernel)."""
+        if not isinstance(weight, torch.Tensor):
+            return linear(x, weight, None, None if self.deterministic else DENSE_ROWS)
         return invariant_linear(x, weight) if self.deterministic else F.linear(x, weight)
 
     def _norm(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

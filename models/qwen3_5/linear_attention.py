@@ -7,7 +7,7 @@ its output is RMS-normalised per head, gated by ``silu(z)`` and projected back.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +18,7 @@ from kvgate.models.qwen3_5.delta_rule import chunked, convolved, prepared, recur
 from kvgate.models.qwen3_5.linear_state import LayerState
 from kvgate.models.qwen3_5.weights import LinearAttention
 
-Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Linear = Callable[[torch.Tensor, Any], torch.Tensor]  # a dense or packed weight (quant_linear)
 
 
 def _gates(weights: LinearAttention, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """Plugin: the Qwen3.5-MoE runtime (``qwen3_5_moe``; the Qwen3.5 runtime with routed experts and a
-gated shared expert in every layer; Hugging Face directories only)."""
+gated shared expert in every layer; Hugging Face directories and GGUF files of llama.cpp's
+``qwen35moe``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def load(source, model_config, engine_config, cache_dir):
 
 SPEC = RuntimeSpec(load=load, hf_model_types=("qwen3_5_moe_text", "qwen3_5_moe"),
                    hf_architectures=("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
-                   gguf_architectures=())
+                   gguf_architectures=("qwen35moe",))
 
 
 @hookimpl

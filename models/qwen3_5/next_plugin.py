@@ -1,6 +1,6 @@
 """Plugin: the Qwen3-Next runtime (``qwen3_next``; the Qwen3.5 runtime with Qwen3-Next's fused
 linear-attention projections split when read and its MoE in the layers its config names; Hugging
-Face directories of ``Qwen3NextForCausalLM`` only)."""
+Face directories of ``Qwen3NextForCausalLM`` and GGUF files of llama.cpp's ``qwen3next``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def load(source, model_config, engine_config, cache_dir):
 
 
 SPEC = RuntimeSpec(load=load, hf_model_types=("qwen3_next",), hf_architectures=("Qwen3NextForCausalLM",),
-                   gguf_architectures=())
+                   gguf_architectures=("qwen3next",))
 
 
 @hookimpl

@@ -1,5 +1,5 @@
 """Plugin: the Qwen3.5 runtime (``qwen3_5``; Hugging Face directories of ``Qwen3_5ForCausalLM`` or,
-its language model only, ``Qwen3_5ForConditionalGeneration``)."""
+its language model only, ``Qwen3_5ForConditionalGeneration``; GGUF files of llama.cpp's ``qwen35``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def load(source, model_config, engine_config, cache_dir):
 
 
 SPEC = RuntimeSpec(load=load, hf_model_types=("qwen3_5_text", "qwen3_5"),
-                   hf_architectures=("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"), gguf_architectures=())
+                   hf_architectures=("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"), gguf_architectures=("qwen35",))
 
 
 @hookimpl

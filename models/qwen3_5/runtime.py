@@ -33,6 +33,7 @@ from kvgate.models.qwen3_5 import linear_state, state_chunks
 from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, NEXT_ARCHITECTURES, Qwen35Arch
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.linear_state import LayerState
+from kvgate.models.qwen3_5.quantize import quantize_weights
 from kvgate.models.qwen3_5.weights import Qwen35Weights, read_weights
 from kvgate.models.rope import Rotary
 
@@ -223,6 +224,9 @@ class Qwen35Runtime(ModelRuntime):
             self._settle(session, states, {})
 
 
-QWEN3_5 = Family("Qwen3.5", set(ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
-QWEN3_5_MOE = Family("Qwen3.5-MoE", set(MOE_ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
-QWEN3_NEXT = Family("Qwen3-Next", set(NEXT_ARCHITECTURES), Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights)
+QWEN3_5 = Family("Qwen3.5", {*ARCHITECTURES, "qwen35"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
+                 quantize=quantize_weights)
+QWEN3_5_MOE = Family("Qwen3.5-MoE", {*MOE_ARCHITECTURES, "qwen35moe"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
+                     quantize=quantize_weights)
+QWEN3_NEXT = Family("Qwen3-Next", {*NEXT_ARCHITECTURES, "qwen3next"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
+                    quantize=quantize_weights)

@@ -1,6 +1,7 @@
 """Qwen3.5, Qwen3.5-MoE and Qwen3-Next weights as the runtime holds them, read from a checkpoint's tensors.
 
-Projections take the runtime dtype. The zero-centred RMSNorm weights are held as their scale
+Projections take the runtime dtype (``[model] weights`` int8 / int4 packs them once read:
+:mod:`.quantize`). The zero-centred RMSNorm weights are held as their scale
 ``1 + weight`` in fp32 (transformers multiplies in fp32); ``A_log`` and ``dt_bias`` are rounded to the
 runtime dtype, then held in fp32 (as transformers computes the decay). A
 ``Qwen3_5ForConditionalGeneration`` checkpoint's language model is read from under
@@ -19,8 +20,10 @@ import torch
 
 from kvgate.models.moe.weights import MoeWeights, read_moe
 from kvgate.models.qwen3_5.arch import LINEAR, Qwen35Arch
+from kvgate.models.quant_linear import Int4Weight, Int8Weight
 
 log = logging.getLogger("kvgate")
+QUANTIZED = (Int4Weight, Int8Weight)
 LEFT = ("model.visual.", "mtp.")  # checkpoint parts this runtime does not serve
 
 
@@ -77,13 +80,20 @@ class Qwen35Weights:
     format: str = "bf16"  # dense weights (the fingerprint's convention for unquantized ones)
 
     def named_tensors(self) -> list[torch.Tensor]:
-        out = [self.embed, self.norm, self.lm_head]
+        out = [self.embed, self.norm, *_weight_tensors(self.lm_head)]
         for layer in self.layers:
             for part in (layer, layer.linear, layer.full, layer.shared):
                 if part is not None:
-                    out += [v for v in attrs.astuple(part, recurse=False) if isinstance(v, torch.Tensor)]
+                    out += [t for v in attrs.astuple(part, recurse=False) for t in _weight_tensors(v)]
             out += layer.moe.tensors() if layer.moe is not None else []
         return out
+
+
+def _weight_tensors(value) -> list[torch.Tensor]:
+    """A field's tensors: itself, a packed weight's parts (:mod:`kvgate.models.quant_linear`), or none."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return value.tensors() if isinstance(value, QUANTIZED) else []
 
 
 def language_model_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

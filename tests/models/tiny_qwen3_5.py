@@ -77,7 +77,7 @@ def build_tiny_qwen3_5_vl(directory, seed: int = 1):
 
 
 def load_tiny_qwen3_5(directory, dtype="fp32", deterministic=True, block_size=4, kv_pool_tokens=4096,
-                      state_stride=None):
+                      state_stride=None, weights="bf16", cache_dir=None):
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.loading import load_runtime
@@ -86,7 +86,7 @@ def load_tiny_qwen3_5(directory, dtype="fp32", deterministic=True, block_size=4,
     engine = EngineConfig(block_size=block_size, kv_pool_tokens=kv_pool_tokens, deterministic=deterministic)
     source = resolve_source(str(directory))
     family = next((f for f in (QWEN3_5_MOE, QWEN3_NEXT) if source.architecture in f.names), QWEN3_5)
-    runtime = load_runtime(source, ModelConfig(dtype=dtype), engine, str(directory), family)
+    runtime = load_runtime(source, ModelConfig(dtype=dtype, weights=weights), engine, str(cache_dir or directory), family)
     if state_stride is not None:
         runtime.state_stride = state_stride
     return runtime
