@@ -16,6 +16,7 @@ import torch
 
 from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.qwen3_5 import linear_state
+from tests.models.bit_identity import assert_splits_forks_and_batches_bit_identical
 from tests.models.tiny_models import VOCAB, reference_logits
 from tests.models.tiny_qwen3_5 import RUNTIMES, build_tiny_qwen3_5, build_tiny_qwen3_5_vl, load_tiny_qwen3_5
 
@@ -263,21 +264,4 @@ def test_qwen3_next_fused_projections_of_a_wrong_shape_are_refused():
 
 def test_moe_splits_forks_and_batches_are_bit_identical_in_the_deterministic_mode(tiny_moe):
     runtime = load_tiny_qwen3_5(tiny_moe[0], state_stride=64)
-    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
-    for split in (1, 63, 65, 129):
-        session = runtime.new_session()
-        parts = [runtime.prefill(session, PROMPT[:split], all_logits=True),
-                 runtime.prefill(session, PROMPT[split:], all_logits=True)]
-        assert torch.equal(torch.cat(parts), whole), f"split at {split}"
-        runtime.release(session)
-    base = runtime.new_session()
-    runtime.prefill(base, PROMPT[:140])
-    fork = runtime.fork(base, 70)
-    assert torch.equal(runtime.prefill(fork, PROMPT[70:], all_logits=True), whole[70:])
-    starts = [10, 61, 100]
-    sessions = [runtime.new_session() for _ in starts]
-    for session, start in zip(sessions, starts):
-        runtime.prefill(session, PROMPT[:start])
-    for step in range(3):
-        logits = runtime.decode(sessions, [PROMPT[start + step] for start in starts])
-        assert all(torch.equal(logits[row], whole[start + step]) for row, start in enumerate(starts)), step
+    assert_splits_forks_and_batches_bit_identical(runtime, PROMPT)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kvgate.models.quant_linear import Int4Weight, Int8Weight
+from tests.models.bit_identity import assert_splits_forks_and_batches_bit_identical
 from tests.models.tiny_models import VOCAB
 from tests.models.tiny_qwen3_5 import build_tiny_qwen3_5, load_tiny_qwen3_5
 
@@ -50,21 +51,4 @@ def test_packed_weights_stay_close_to_bf16(tiny, fmt):
 
 def test_int8_is_bit_identical_across_splits_forks_and_batches(tiny):
     runtime = load(tiny[0], "int8")
-    whole = runtime.prefill(runtime.new_session(), PROMPT, all_logits=True)
-    for split in (1, 63, 65, 129):
-        session = runtime.new_session()
-        parts = [runtime.prefill(session, PROMPT[:split], all_logits=True),
-                 runtime.prefill(session, PROMPT[split:], all_logits=True)]
-        assert torch.equal(torch.cat(parts), whole), f"split at {split}"
-        runtime.release(session)
-    base = runtime.new_session()
-    runtime.prefill(base, PROMPT[:140])
-    fork = runtime.fork(base, 70)
-    assert torch.equal(runtime.prefill(fork, PROMPT[70:], all_logits=True), whole[70:])
-    starts = [10, 61, 100]
-    sessions = [runtime.new_session() for _ in starts]
-    for session, start in zip(sessions, starts):
-        runtime.prefill(session, PROMPT[:start])
-    for step in range(3):
-        logits = runtime.decode(sessions, [PROMPT[start + step] for start in starts])
-        assert all(torch.equal(logits[row], whole[start + step]) for row, start in enumerate(starts)), step
+    assert_splits_forks_and_batches_bit_identical(runtime, PROMPT)
