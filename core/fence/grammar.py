@@ -33,17 +33,17 @@ class Lit:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # shared subtrees: each hashed once
 class Seq:
     items: tuple["Node", ...]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # shared subtrees: each hashed once
 class Alt:
     options: tuple["Node", ...]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # shared subtrees: each hashed once
 class Repeat:
     item: "Node"
     low: int = 0

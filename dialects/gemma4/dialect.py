@@ -23,7 +23,8 @@ Fence grammar (:mod:`.fence`): ``auto`` lets text run until ``<|tool_call>``; th
 or more calls of the request's tools, each ``NAME + '{'`` + its arguments in key order, every
 required one present, each optional one at most once, ``','`` between, + ``'}<tool_call|>'``; values,
 nested ones included, in the syntax above, valid against their schema, a string opening none of the
-call markup. In reasoning mode the thought runs to ``<channel|>`` first.
+call markup; a value whose schema declares no structure as the template writes it back
+(:mod:`.free_values`). In reasoning mode the thought runs to ``<channel|>`` first.
 
 Serves: architectures named ``gemma4*`` and templates that write ``<|tool_call>call:``.
 """

@@ -8,7 +8,9 @@ that opens none of the call markup + ``<|"|>``; an integer or number as :mod:`.n
 object with declared properties ``{`` + its properties as the arguments are + ``}``; an array with
 an ``items`` schema ``[`` + items within ``minItems`` / ``maxItems`` + ``]``; a list of types or
 ``anyOf`` / ``oneOf`` any of them; a local ``$ref`` its definition. A schema that declares no
-structure (a free object, ``{}``) is compact JSON (which the parser reads too).
+structure (``{}``, no ``type``, an object without properties, an array without ``items``, a ``$ref``
+past ``REF_DEPTH``) is a free value in Gemma's syntax (:mod:`.free_values`); an object without
+properties has its ``additionalProperties`` schema for each member's value when it gives one.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.core.fence.compose import raw_string
-from kvgate.core.fence.grammar import Lit, Node, Repeat, alt, json_node, seq
-from kvgate.core.fence.schema import exclude_markup, properties, tool_parameters
+from kvgate.core.fence.grammar import Lit, Node, Repeat, alt, seq
+from kvgate.core.fence.schema import properties, tool_parameters
 from kvgate.core.types import Tool
+from kvgate.dialects.gemma4.free_values import DEPTH, free_array, free_object, free_value
 from kvgate.dialects.gemma4.numbers import number_node
 from kvgate.dialects.gemma4.parser import CALL_CLOSE, CALL_OPEN, RESPONSE_OPEN
 from kvgate.dialects.gemma4.values import QUOTE, format_argument
 
 MARKUP = (CALL_OPEN, CALL_CLOSE, RESPONSE_OPEN)  # a JSON string writes <|"|> as <|\\"|>: not the delimiter
-REF_DEPTH = 4  # $ref expansions on one path (a recursive schema's deeper values are JSON)
+REF_DEPTH = 4  # $ref expansions on one path (a recursive schema's deeper values are free values)
 
 
 def one_call(tool: Tool) -> Node:
@@ -52,10 +55,10 @@ def members_then_close(members: list[tuple[Node, bool]], first: int, close: str)
 def value_node(schema: Any, root: dict, depth: int = 0) -> Node:
     """One value valid against ``schema``, in Gemma's syntax."""
     if not isinstance(schema, dict):
-        return json_value(schema)
+        return free_value(MARKUP)
     if "$ref" in schema:
         target = definition(schema["$ref"], root)
-        return value_node(target, root, depth + 1) if target is not None and depth < REF_DEPTH else json_value(schema)
+        return value_node(target, root, depth + 1) if target is not None and depth < REF_DEPTH else free_value(MARKUP)
     choices = schema["enum"] if isinstance(schema.get("enum"), list) else (
         [schema["const"]] if "const" in schema else None)
     if choices:
@@ -84,7 +87,20 @@ def typed_node(kind: Any, schema: dict, root: dict, depth: int) -> Node:
         return seq(Lit("{"), members_node(fields, root, depth, "}"))
     if kind == "array" and isinstance(schema.get("items"), dict):
         return array_node(value_node(schema["items"], root, depth), schema)
-    return json_value(schema)
+    if kind == "object":
+        return open_object(schema.get("additionalProperties"), root, depth)
+    if kind == "array":
+        return free_array(free_value(MARKUP, DEPTH - 1))
+    return free_value(MARKUP)
+
+
+def open_object(additional: Any, root: dict, depth: int) -> Node:
+    """An object without declared properties: ``{}`` only when no others are allowed, else bare
+    keys with values of the ``additionalProperties`` schema (free ones when it gives none)."""
+    if additional is False:
+        return Lit("{}")
+    typed = isinstance(additional, dict) and additional
+    return free_object(value_node(additional, root, depth) if typed else free_value(MARKUP, DEPTH - 1))
 
 
 def array_node(item: Node, schema: dict) -> Node:
@@ -104,6 +120,3 @@ def definition(ref: Any, root: dict) -> Any:
             return (root.get(prefix[2:-1]) or {}).get(ref[len(prefix):])
     return None
 
-
-def json_value(schema: Any) -> Node:
-    return json_node(exclude_markup(schema if isinstance(schema, dict) else {}, MARKUP))

@@ -5,7 +5,9 @@ JSON values get compact-canonical separators (``", "`` and ``": "``, no free whi
 ``json.dumps`` writes. Literals that contain an added token's text reference that token by id (so
 the token is forced, never its spelling); ``strict`` names the tokens marked special, whose bytes
 cannot occur as text (a text region may not end inside one). A plain added token inside a text
-region's end stays its bytes, which the token also spells.
+region's end stays its bytes, which the token also spells. A node object that occurs more than once
+in the tree (a builder's shared subtree, e.g. a recursive value unrolled a few levels) is written
+once, as a rule its occurrences name, so the grammar grows with the distinct nodes, not the paths.
 """
 
 from __future__ import annotations
@@ -45,8 +47,11 @@ class LarkWriter:
         self.strict = self.specials if strict is None else {t: i for t, i in strict.items() if t}
         self.rules: list[str] = []
         self.count = 0
+        self.uses: dict[int, int] = {}
+        self.written: dict[int, str] = {}
 
     def grammar(self, root: Node) -> str:
+        self.uses = occurrences(root)
         start = self.expr(root)
         return "\n".join(["%llguidance {}", f"start: {start}"] + self.rules) + "\n"
 
@@ -55,6 +60,14 @@ class LarkWriter:
         return f"{prefix}{self.count}"
 
     def expr(self, node: Node) -> str:
+        if self.uses.get(id(node), 0) < 2 or isinstance(node, Lit):
+            return self.written_expr(node)
+        if id(node) not in self.written:
+            text = self.written_expr(node)
+            self.written[id(node)] = self.rule(text) if isinstance(node, (Seq, Alt)) else text
+        return self.written[id(node)]
+
+    def written_expr(self, node: Node) -> str:
         if isinstance(node, Lit):
             return self.literal(node.text)
         if isinstance(node, Seq):
@@ -171,6 +184,31 @@ class LarkWriter:
             lines.append(f"{body} {name}::set_bit({bit})  %if bit_clear({bit})")
         self.rules.append(f"{name}::_ : " + "\n    | ".join(lines))
         return f"{name}::0x0"
+
+
+def occurrences(root: Node) -> dict[int, int]:
+    """How many times each node object occurs in the tree rooted at ``root`` (a shared subtree's
+    own children are counted once)."""
+    counts: dict[int, int] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        counts[id(node)] = counts.get(id(node), 0) + 1
+        if counts[id(node)] == 1:
+            stack.extend(children(node))
+    return counts
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Seq):
+        return node.items
+    if isinstance(node, Alt):
+        return node.options
+    if isinstance(node, Repeat):
+        return (node.item,)
+    if isinstance(node, AnyOrder):
+        return tuple(field.body for field in node.fields)
+    return ()
 
 
 def to_lark(root: Node, special_texts: dict[str, int], strict: Optional[dict[str, int]] = None) -> str:
