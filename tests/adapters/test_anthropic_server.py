@@ -67,8 +67,10 @@ def test_create_text_and_usage_matches_count_tokens(server, client):
     assert message.id.startswith("msg_") and message.model == "claude-sonnet-4-5"
     assert message.content[0].type == "text" and message.content[0].text
     assert message.stop_reason in ("end_turn", "max_tokens") and 0 < message.usage.output_tokens <= 8
-    prompt = message.usage.input_tokens + message.usage.cache_read_input_tokens
-    assert message.usage.cache_creation_input_tokens == 0
+    usage = message.usage  # input_tokens leaves out what was read from and written to the cache
+    prompt = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+    # the system block's cache_control (5m by default) marks tools + system: written, not read
+    assert 0 < usage.cache_creation_input_tokens == usage.cache_creation.ephemeral_5m_input_tokens < prompt
     assert count(server, {"model": "claude-sonnet-4-5", "system": system, "messages": HELLO, "tools": [WEATHER]}) == prompt
     assert count(server, {"model": "claude-sonnet-4-5", "messages": HELLO}) < prompt  # system and tools counted
 

@@ -140,7 +140,8 @@ def test_bare_run_completes(claude_bin, server, tmp_path):
     code, output = run_claude(claude_bin, server, tmp_path, "Say hello", "--bare")
     assert_turn_completed(code, output, server)
     usage = output["usage"]
-    assert usage["input_tokens"] + usage["cache_read_input_tokens"] > 1000 and usage["output_tokens"] > 0
+    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    assert prompt > 1000 and usage["output_tokens"] > 0
     assert "HEAD / 200" in server.log()
 
 

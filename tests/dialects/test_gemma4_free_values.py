@@ -28,9 +28,9 @@ def clean(text: str) -> bool:
 
 def canonical_float(value: float) -> bool:
     """Written by ``str`` in fixed notation within 15 digits (what the fence allows, :mod:`.numbers`)."""
-    whole, _, fraction = repr(value).lstrip("-").partition(".")
-    if "e" in fraction:
+    if "e" in repr(value):  # 1e-05 or 1e+16: str's exponent notation, which the fence does not write
         return False
+    whole, _, fraction = repr(value).lstrip("-").partition(".")
     return len(fraction.lstrip("0")) <= 15 if whole == "0" else len(whole) + len(fraction.rstrip("0")) <= 15
 
 
@@ -70,7 +70,7 @@ def test_free_values_render_parse_render_byte_for_byte(value):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.generate])  # a fence per example: shrinking would take minutes
-@given(values(), st.dictionaries(keys, values(DEPTH), max_size=3), st.lists(values(DEPTH), max_size=3))
+@given(values(), st.dictionaries(keys, values(DEPTH - 1), max_size=3), st.lists(values(DEPTH - 1), max_size=3))
 def test_the_fence_accepts_the_rendering_of_random_free_values(drive, config, data, meta, tags):  # noqa: F811
     config.section("guard").enabled = False  # the loop guard bans repeats such as {},{},{}
     text = rendered({"data": data, "meta": meta, "tags": tags})

@@ -73,6 +73,9 @@ class RecordingGuard:
     def forced(self):
         return []
 
+    def ends_reply(self):
+        return False
+
     def advance(self, token):
         self.tokens.append(token)
 
