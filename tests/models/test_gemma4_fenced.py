@@ -36,37 +36,40 @@ ASK = [{"role": "user", "content": "Plan a trip to Lyon and Oslo in May."}]
 NAME = "tiny-gemma4"
 
 
-def official(messages: list, generation: bool) -> str:
-    rendered, _ = render_jinja_template(conversations=[messages], tools=[TOOL], chat_template=TEMPLATE,
+def official(messages: list, generation: bool, tool: dict = TOOL) -> str:
+    rendered, _ = render_jinja_template(conversations=[messages], tools=[tool], chat_template=TEMPLATE,
                                         add_generation_prompt=generation, bos_token="")
     return rendered[0]
 
 
-def rendered(server, messages: list) -> str:
-    """The text of the server's prompt for ``messages`` without a generation prompt."""
-    body = {"messages": messages, "tools": [TOOL], "add_generation_prompt": False}
-    tokens = post(server, "/v1/tokenize", body)["tokens"]
-    return post(server, "/v1/detokenize", {"tokens": tokens})["prompt"]
-
-
-def test_a_fenced_nested_call_is_what_the_official_template_renders(tmp_path):
+def served_call(tmp_path, tool: dict, ask: list, max_tokens: int):
+    """A required call to ``tool`` on the tiny Gemma 4 server: the reply's message, the generated
+    text (the recorder's output ids, decoded) and the server's rendering of ``ask`` + the reply
+    without a generation prompt."""
     _, tokenizer, _ = write_checkpoint(tmp_path / "model")
     record = tmp_path / "record.jsonl"
     settings = {"model": {"path": str(tmp_path / "model"), "name": NAME, "dtype": "fp32", "max_context": 1024},
                 "server": {"record_path": str(record)}}
-    body = {"model": NAME, "messages": ASK, "tools": [TOOL], "tool_choice": "required", "parallel_tool_calls": False,
-            "max_tokens": 160, "temperature": 0}
+    body = {"model": NAME, "messages": ask, "tools": [tool], "tool_choice": "required", "parallel_tool_calls": False,
+            "max_tokens": max_tokens, "temperature": 0}
     with ServerProcess(tmp_path / "server", settings=settings) as server:
         first = post(server, "/v1/chat/completions", body)
         assert first["choices"][0]["finish_reason"] == "tool_calls", first
         message = first["choices"][0]["message"]
-        call = message["tool_calls"][0]
-        text = rendered(server, ASK + [message])
+        history_body = {"messages": ask + [message], "tools": [tool], "add_generation_prompt": False}
+        tokens = post(server, "/v1/tokenize", history_body)["tokens"]
+        text = post(server, "/v1/detokenize", {"tokens": tokens})["prompt"]
+    generation = json.loads(record.read_text().splitlines()[-1])
+    prompt, output = (tokenizer.decode(generation[key], skip_special_tokens=False) for key in ("prompt", "output"))
+    return message, prompt, output, text
+
+
+def test_a_fenced_nested_call_is_what_the_official_template_renders(tmp_path):
+    message, prompt, output, text = served_call(tmp_path, TOOL, ASK, max_tokens=160)
+    call = message["tool_calls"][0]
     arguments = json.loads(call["function"]["arguments"])
     jsonschema.validate(arguments, PARAMETERS)
     assert call["function"]["name"] == "plan_trip" and arguments["stops"] and isinstance(arguments["when"], dict)
-    generation = json.loads(record.read_text().splitlines()[-1])
-    prompt, output = (tokenizer.decode(generation[key], skip_special_tokens=False) for key in ("prompt", "output"))
     assert prompt == official(ASK, generation=True) and output.startswith("<|tool_call>call:plan_trip{stops:[{")
     decoded = {**message, "tool_calls": [{**call, "function": {"name": "plan_trip", "arguments": arguments}}]}
     history = official(ASK + [decoded], generation=False)

@@ -101,20 +101,26 @@ def write_tiny_gguf(directory: Path, path: Path) -> Path:
         head_dim = config["head_dim"]
         writer.add_rope_dimension_count(int(head_dim * config["rope_parameters"]["partial_rotary_factor"]))
         writer.add_nextn_predict_layers(1)
+    tensors = gguf_tensors(load_file(str(directory / "model.safetensors")), experts, glm, config)
+    if glm:  # a stand-in MTP block: the next-token-prediction layer past the main ones
+        tensors[f"blk.{layers}.nextn.eh_proj.weight"] = np.zeros((config["hidden_size"], 2 * config["hidden_size"]))
+        tensors[f"blk.{layers}.attn_norm.weight"] = np.ones(config["hidden_size"])
+    finish_gguf(writer, config, tensors)
+    return path
+
+
+def finish_gguf(writer, config: dict, tensors: dict[str, np.ndarray]) -> None:
+    """Write the tests' tokenizer keys (the tiny models' ``w<i>`` vocabulary), ``tensors`` in fp32,
+    and close the file."""
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list([f"w{i}" for i in range(VOCAB)])
     writer.add_token_types([1] * VOCAB)
     writer.add_bos_token_id(config["bos_token_id"])
     writer.add_eos_token_id(config["eos_token_id"])
-    tensors = gguf_tensors(load_file(str(directory / "model.safetensors")), experts, glm, config)
-    if glm:  # a stand-in MTP block: the next-token-prediction layer past the main ones
-        tensors[f"blk.{layers}.nextn.eh_proj.weight"] = np.zeros((config["hidden_size"], 2 * config["hidden_size"]))
-        tensors[f"blk.{layers}.attn_norm.weight"] = np.ones(config["hidden_size"])
     for name, value in tensors.items():
         writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return path

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 
-from tests.models.tiny_models import VOCAB
+from tests.models.tiny_gguf import finish_gguf
 
 ARCHES = {"qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "qwen3_next": "qwen3next"}
 _NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
@@ -110,16 +110,5 @@ def write_tiny_hybrid_gguf(directory: Path, path: Path) -> Path:
         writer.add_expert_used_count(c["num_experts_per_tok"])
         writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list([f"w{i}" for i in range(VOCAB)])
-    writer.add_token_types([1] * VOCAB)
-    writer.add_bos_token_id(c["bos_token_id"])
-    writer.add_eos_token_id(c["eos_token_id"])
-    for name, value in gguf_tensors(load_file(str(directory / "model.safetensors")), c).items():
-        writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, c, gguf_tensors(load_file(str(directory / "model.safetensors")), c))
     return path
