@@ -147,6 +147,24 @@ class ModelRuntime(abc.ABC):
         """The model's own draft layers when loaded (``[engine] speculative = "mtp"``), else None."""
         return None
 
+    # --- auxiliary state that cannot be cut -----------------------------------------------------
+    def cut_replay_tokens(self, session: Session, length: int) -> int:
+        """How many tokens a :meth:`fork` or :meth:`truncate` of ``session`` at ``length`` would run
+        again to rebuild auxiliary state that cannot be cut at a token (a recurrent state restored
+        from the nearest snapshot at or before ``length``, a raw tail). Asked before the cut; the
+        cache reports it per hit. 0 here: per-token state cuts exactly."""
+        return 0
+
+    def aux_state_bytes(self, sessions: Sequence[Session]) -> int:
+        """Real bytes of the auxiliary state ``sessions`` hold beside their blocks (recurrent
+        states and their snapshots, entries, raw tails), what they share counted once. 0 here."""
+        return 0
+
+    def set_state_stride(self, stride: int) -> None:
+        """``[cache] state_stride``: take a recurrent-state snapshot every ``stride`` tokens (called
+        once, before the first session). A runtime that takes snapshots raises ``ValueError`` naming
+        the option for a stride it cannot use; one that takes none ignores it."""
+
     # --- forward passes -------------------------------------------------------------------------
     @abc.abstractmethod
     def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,

@@ -211,6 +211,9 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens_device: int = 0
     cached_tokens_ssd: int = 0
+    # tokens run again to cut the cached state at its length (a hybrid model's recurrent state
+    # restored from the nearest snapshot before it); not part of prompt_tokens' split
+    replayed_tokens: int = 0
     # prompt tokens this request wrote to the cache as retained (pinned) prefixes, by TTL label
     cache_written: dict[str, int] = attrs.field(factory=dict)
 

@@ -4,7 +4,9 @@ When the prompt shares at least ``min_tokens`` tokens and more than ``min_ratio`
 sequence but then diverges inside it, the miss is almost always a template, a re-rendered tool
 call or a volatile header. A fork that loses at least ``expensive_tokens`` tokens the stored
 sequence could have given the prompt is kept whatever its ratio. Each one is logged, counted, and
-kept (the most recent ``keep``) with the fork position, the tokens lost, the decoded text on both
+kept (the most recent ``keep``) with the fork position, the tokens lost, the tokens a fork there
+replays (``replayed_tokens``: a hybrid model's recurrent state rebuilt from the nearest snapshot;
+null on a backup tier), the decoded text on both
 sides, and the token pieces on both sides (``stored_pieces``, ``prompt_pieces``: one string per
 token from ``pieces_from``), which show a re-tokenization fork whose two sides read the same.
 Settings: ``[cache] almost_hit_min_tokens``, ``almost_hit_min_ratio``; the cache diagnostics list
@@ -17,7 +19,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from prometheus_client import Counter
 
@@ -48,10 +50,11 @@ class AlmostHits:
         late = fork > self.min_ratio * len(stored) or lost_tokens(prompt, stored, fork) >= self.expensive_tokens
         return inside and fork >= self.min_tokens and late
 
-    def record(self, namespace: str, tier: str, prompt: Sequence[int], stored: Sequence[int], fork: int) -> dict:
+    def record(self, namespace: str, tier: str, prompt: Sequence[int], stored: Sequence[int], fork: int,
+               replayed: Optional[int] = None) -> dict:
         ctx, start = self.context_tokens, max(0, fork - PIECES_AROUND_FORK)
         item = {
-            "time": time.time(), "namespace": namespace, "tier": tier, "fork_index": fork,
+            "time": time.time(), "namespace": namespace, "tier": tier, "fork_index": fork, "replayed_tokens": replayed,
             "stored_tokens": len(stored), "prompt_tokens": len(prompt), "shared_ratio": round(fork / len(stored), 4),
             "text_before": self._decode(prompt[max(0, fork - ctx):fork]),
             "stored_after": self._decode(stored[fork:fork + ctx]),
@@ -97,7 +100,7 @@ class AlmostHitObserver:
         found = [c for c in lookup.candidates if self.hits.qualifies(lookup.prompt, c.tokens, c.shared)]
         if found:
             best = max(found, key=lambda candidate: candidate.shared)
-            self.hits.record(lookup.namespace, best.tier, lookup.prompt, best.tokens, best.shared)
+            self.hits.record(lookup.namespace, best.tier, lookup.prompt, best.tokens, best.shared, best.replayed)
 
     def diagnostics(self) -> dict[str, Any]:
         return {"almost_hits": self.hits.recent()}

@@ -2,8 +2,9 @@
 
 Extensions beyond the OpenAI schema (the SDK keeps them in ``model_extra``):
 
-* ``usage.kvgate = {"cached_tokens_device": n, "cached_tokens_ssd": n}``: where cached prompt
-  tokens came from (``prompt_tokens_details.cached_tokens`` is their sum).
+* ``usage.kvgate = {"cached_tokens_device": n, "cached_tokens_ssd": n, "replayed_tokens": n}``:
+  where cached prompt tokens came from (``prompt_tokens_details.cached_tokens`` is their sum), and
+  how many tokens the cut of the cached state ran again (a hybrid model's recurrent state).
 * ``kvgate = {"guard_interventions": n, "parse_issues": [{"message", "raw"}]}`` on the response
   object (always) and on the finishing chunk (only when either is non-empty), plus
   ``relaxed_schema: [str]`` when the fence did not enforce some schema keyword (then always), and
@@ -69,7 +70,7 @@ def usage_object(usage: Usage) -> dict[str, Any]:
         "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "kvgate": {"cached_tokens_device": usage.cached_tokens_device,
-                   "cached_tokens_ssd": usage.cached_tokens_ssd},
+                   "cached_tokens_ssd": usage.cached_tokens_ssd, "replayed_tokens": usage.replayed_tokens},
     }
 
 

@@ -6,7 +6,7 @@ the lookups that forked late inside a stored sequence).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import attrs
 
@@ -21,6 +21,9 @@ class Candidate:
     tier: str  # the tier's registered name
     tokens: Sequence[int]
     shared: int  # tokens it was verified to share with the prompt
+    # tokens a fork of it at ``shared`` runs again (ModelRuntime.cut_replay_tokens); None on a backup
+    # tier, whose stored state the lookup does not open
+    replayed: Optional[int] = None
 
 
 @attrs.frozen

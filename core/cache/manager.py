@@ -84,11 +84,16 @@ class CacheManager(Restores, Residency, Pinning):
             self.metrics.lookups.labels(tier=tier).inc()
             self.metrics.queries.labels(tier=tier).inc(len(tokens))
         if self.observers:
-            candidates = tuple(Candidate(tier, stored.tokens, shared) for tier, stored, shared in seen)
+            candidates = tuple(Candidate(tier, stored.tokens, shared, self._replayed(tier, stored, shared))
+                               for tier, stored, shared in seen)
             lookup = Lookup(namespace, tokens, candidates)
             for observer in self.observers:
                 observer.looked_up(lookup)
         return plan
+
+    def _replayed(self, tier: str, stored: Any, shared: int) -> Optional[int]:
+        """What a fork of a resident candidate at ``shared`` replays (None on a backup tier)."""
+        return self.runtime.cut_replay_tokens(stored.session, shared) if tier == self.resident_name else None
 
     def load(self, plan: CachePlan) -> None:
         """Worker thread: read and validate the backed-up payload; a bad snapshot downgrades the plan."""
@@ -133,6 +138,7 @@ class CacheManager(Restores, Residency, Pinning):
             if entry is not None and entry.resident:
                 self.resident.touch(entry)
                 self._refresh_pins(plan)
+                plan.replayed_tokens = self.runtime.cut_replay_tokens(entry.session, plan.cached_tokens)
                 return self._attached(plan, self.runtime.fork(entry.session, plan.cached_tokens))
         plan.go_cold()
         return self._attached(plan, self.runtime.new_session())
@@ -142,10 +148,12 @@ class CacheManager(Restores, Residency, Pinning):
             self.metrics.hits.labels(tier=plan.source).inc(plan.cached_tokens)
             self.metrics.lookup_hits.labels(tier=plan.source).inc()
             self.metrics.prompt_tokens.labels(source=plan.source).inc(plan.cached_tokens)
+            self.metrics.replayed_tokens.labels(tier=plan.source).inc(plan.replayed_tokens)
         self.metrics.prompt_tokens.labels(source="computed").inc(len(plan.tokens) - plan.cached_tokens)
         with self.recent_lock:
             self.recent.append({"time": time.time(), "namespace": plan.namespace, "prompt_tokens": len(plan.tokens),
-                                "source": plan.source, "cached_tokens": plan.cached_tokens, "hit_type": plan.hit_type})
+                                "source": plan.source, "cached_tokens": plan.cached_tokens, "hit_type": plan.hit_type,
+                                "replayed_tokens": plan.replayed_tokens})
         return session
 
     # --- operations -------------------------------------------------------------------------------

@@ -40,10 +40,16 @@ class CacheMetrics:
                                     ["reason"], registry=r)
         for reason in ("share", "tenant_share"):
             self.pins_refused.labels(reason=reason)
+        self.replayed_tokens = Counter(
+            "kvgate_cache_replayed_tokens", "Tokens run again to cut a hit's state at its length (recurrent "
+            "state restored from the nearest snapshot before it), per tier.", ["tier"], registry=r)
+        self.snapshot_bytes = Gauge("kvgate_cache_snapshot_bytes", "Bytes of auxiliary state (recurrent-state "
+                                    "snapshots...) held by resident cache entries beside their blocks.", registry=r)
         self.evictions = Counter("kvgate_cache_evictions", "Entries evicted, per tier.", ["tier"], registry=r)
         tiers = list(tiers)
         for tier in tiers:
-            for metric in (self.queries, self.hits, self.lookups, self.lookup_hits, self.evictions):
+            for metric in (self.queries, self.hits, self.lookups, self.lookup_hits, self.evictions,
+                           self.replayed_tokens):
                 metric.labels(tier=tier)
         for source in ("computed", *tiers):
             self.prompt_tokens.labels(source=source)

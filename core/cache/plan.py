@@ -21,6 +21,9 @@ class CachePlan:
     cached_tokens: int = 0
     needs_load: bool = False
     hit_type: str = "miss"  # "exact" (cache id) | "prefix" | "partial" (forked inside a stored sequence) | "miss"
+    # tokens the runtime ran again to cut the cached state at cached_tokens (set on attach):
+    # auxiliary state that cannot be cut at a token, rebuilt from the nearest snapshot before it
+    replayed_tokens: int = 0
     # private to the cache manager
     resident_name: str = ""
     resident_entry: Any = None  # the resident tier's candidate (kept as a fallback)
@@ -63,12 +66,13 @@ class CachePlan:
     def go_resident(self) -> None:
         """Fall back to the resident candidate found at planning time (or cold when there is none)."""
         self.backup, self.snapshot, self.payload, self.needs_load = None, None, None, False
+        self.replayed_tokens = 0
         if self.resident_entry is not None and self.resident_tokens > 0:
             self.source, self.cached_tokens = self.resident_name, self.resident_tokens
         else:
             self.go_cold()
 
     def go_cold(self) -> None:
-        self.source, self.cached_tokens, self.needs_load = "cold", 0, False
+        self.source, self.cached_tokens, self.needs_load, self.replayed_tokens = "cold", 0, False, 0
         self.backup, self.snapshot, self.payload, self.resident_entry, self.resident_tokens = None, None, None, None, 0
         self.hit_type = "miss"

@@ -69,6 +69,7 @@ class Residency:
             self.metrics.device_bytes.set(self.resident.resident_bytes())
             self.metrics.device_entries.set(len(self.resident.entries()))
             self.metrics.pinned_bytes.set(self.resident.pinned_bytes())
+            self.metrics.snapshot_bytes.set(self.resident.aux_bytes())
 
     def close(self) -> None:
         """Back up what is resident and not yet backed up, then close every tier (flushing writers)."""

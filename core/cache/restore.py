@@ -23,6 +23,7 @@ class Restores:
         session = self.pool.take()
         try:
             self._import(session, plan.payload)
+            plan.replayed_tokens = self.runtime.cut_replay_tokens(session, plan.cached_tokens)
             self.runtime.truncate(session, plan.cached_tokens)
         except Exception as exc:  # PoolExhausted after reclaiming, or a payload the runtime refuses
             log.warning("%s cache: restore of %s failed (%s); computing instead", plan.source, plan.snapshot.id, exc)

@@ -99,6 +99,11 @@ class ResidentTier(Protocol):
     def resident_bytes(self) -> int:
         """Real bytes held by the resident entries."""
 
+    def aux_bytes(self) -> int:
+        """Real bytes of the auxiliary state (recurrent-state snapshots...) the resident entries'
+        sessions hold beside their blocks (:meth:`~kvgate.core.runtime.ModelRuntime.aux_state_bytes`);
+        released with their entries."""
+
     def stats(self) -> dict:
         """A JSON-able summary for diagnostics."""
 

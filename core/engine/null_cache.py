@@ -19,6 +19,7 @@ class ColdPlan:
     cached_tokens: int = 0
     cached_device: int = 0
     cached_ssd: int = 0
+    replayed_tokens: int = 0
     needs_load: bool = False
     retained_marks: tuple = ()  # no cache keeps a marked prefix
 

@@ -38,6 +38,7 @@ class PrefillDone:
     cached_device: int
     cached_ssd: int
     retained: tuple[tuple[int, str], ...] = ()  # (position, ttl) of the marked prefixes the cache keeps
+    replayed: int = 0  # tokens the runtime ran again to cut the cached state (CachePlan.replayed_tokens)
 
 
 @attrs.define

@@ -75,7 +75,8 @@ def prefill_chunk(engine: StepHost, seq: Sequence, tokens: int) -> None:
         return
     plan = seq.plan
     engine.cache.pin(plan, seq.session)  # the prompt is computed: its marked prefixes can be kept
-    seq.deliver(PrefillDone(len(seq.prompt), plan.cached_device, plan.cached_ssd, plan.retained_marks))
+    seq.deliver(PrefillDone(len(seq.prompt), plan.cached_device, plan.cached_ssd, plan.retained_marks,
+                            plan.replayed_tokens))
     if not seq.generate or seq.max_tokens <= 0:
         engine.finish(seq, SequenceDone("stop" if not seq.generate else "length"))
         return

@@ -51,7 +51,12 @@ def load_runtime(config: Config, pm: pluggy.PluginManager) -> ModelRuntime:
     log.info("loading %s (%s, %s) with the %s runtime", source.path, source.kind, source.architecture, name)
     cache_dir = str(config.path_in_state(config.model.weights_cache_dir, "models"))
     try:
-        return runtimes.get(name).load(source, config.model, config.engine, cache_dir)
+        runtime = runtimes.get(name).load(source, config.model, config.engine, cache_dir)
     except ValueError as exc:  # a model that cannot be served as configured: one line, no traceback
         message = str(exc)
         raise ConfigError(message if message.startswith("model.") else f"model.path: {message}") from None
+    try:
+        runtime.set_state_stride(config.cache.state_stride)
+    except ValueError as exc:  # a stride the model's snapshots cannot use, e.g. off its chunk size
+        raise ConfigError(str(exc)) from None
+    return runtime

@@ -136,11 +136,13 @@ class Pipeline:
 
     def reported(self, usage: Usage) -> Usage:
         """``usage`` as clients see it: cached tokens rounded down to the cache block size (or
-        ``[cache] cached_tokens_granularity``), so they cannot reveal single tokens of a prefix."""
+        ``[cache] cached_tokens_granularity``), so they cannot reveal single tokens of a prefix;
+        replayed tokens too (the distance from a snapshot at a known position would reveal them)."""
         step = self.cached_granularity
         ssd = usage.cached_tokens_ssd // step * step
         device = (usage.cached_tokens_device + usage.cached_tokens_ssd) // step * step - ssd
-        return attrs.evolve(usage, cached_tokens_device=device, cached_tokens_ssd=ssd)
+        replayed = usage.replayed_tokens // step * step
+        return attrs.evolve(usage, cached_tokens_device=device, cached_tokens_ssd=ssd, replayed_tokens=replayed)
 
     def _sequence(self, request: ChatRequest, prompt: list[int], max_tokens: int, generate: bool, deliver,
                   fence: Any = None):
@@ -230,6 +232,7 @@ class Pipeline:
             async for message in run:
                 if isinstance(message, PrefillDone):
                     usage.cached_tokens_device, usage.cached_tokens_ssd = message.cached_device, message.cached_ssd
+                    usage.replayed_tokens = message.replayed
         self.metrics.request_finished(run.done.reason, usage.prompt_tokens, usage.cached_tokens_device,
                                       usage.cached_tokens_ssd, 0, 0, 0)  # a request too: counted once
         if trace is not None:
@@ -305,6 +308,7 @@ class _Run:
             self.seq.mark("prefilled")
             self.usage.cached_tokens_device = message.cached_device
             self.usage.cached_tokens_ssd = message.cached_ssd
+            self.usage.replayed_tokens = message.replayed
             self.retained = message.retained
             return []
         if isinstance(message, TokenOut):

@@ -102,6 +102,18 @@ class DeepseekV4Runtime(ModelRuntime):
         if self.mtp is not None:
             self.mtp.truncate(session)
 
+    def cut_replay_tokens(self, session: Session, length: int) -> int:
+        """0 while the session's tails cover ``length``, else the tokens :func:`.replay` runs again."""
+        if tail.covers(session, self.raw_layout, length):
+            return 0
+        return length - self.raw_layout.replay_start(length)
+
+    def aux_state_bytes(self, sessions: Sequence[Session]) -> int:
+        """Entry buffers (shared ones once), raw tails and the MTP layer's state."""
+        buffers = {id(v.buffer): v.buffer.data for s in sessions for v in state.cached_entries(s).values()}
+        draft = sum(self.mtp.state_bytes(s) for s in sessions) if self.mtp is not None else 0
+        return sum(t.numel() * t.element_size() for t in buffers.values()) + sum(map(tail.tail_bytes, sessions)) + draft
+
     def _cut_tails(self, source: Session, target: Session) -> None:
         """``target``'s raw tails at its length: ``source``'s cut, or replayed when those are gone."""
         if tail.covers(source, self.raw_layout, target.length):

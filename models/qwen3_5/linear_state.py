@@ -78,9 +78,14 @@ def nearest(session: Session, position: int) -> tuple[int, Optional[tuple[LayerS
 
 def state_bytes(session: Session) -> int:
     """Bytes of the distinct tensors the session's state and snapshots hold (shared ones included)."""
+    return sessions_state_bytes([session])
+
+
+def sessions_state_bytes(sessions) -> int:
+    """Bytes of the distinct tensors the sessions' states and snapshots hold, shared ones once."""
     seen: dict[int, int] = {}
-    groups = [held(session) or ()] + list(session.aux.get(SNAPSHOTS, {}).values())
-    for states in groups:
+    groups = {id(g): g for s in sessions for g in [held(s) or (), *list(s.aux.get(SNAPSHOTS, {}).values())]}
+    for states in groups.values():  # forks share whole snapshots: each is walked once
         for layer in states:
             for t in layer.tensors():
                 seen[id(t)] = t.numel() * t.element_size()

@@ -8,7 +8,9 @@ drafts), the end of a fork's source (an output the cache takes), every
 :attr:`Qwen35Runtime.state_stride` tokens. The snapshots stay inside the
 runtime, behind the host's existing contract (as DeepSeek V4's raw tails do): a fork, a truncation
 or an export at a position restores the nearest snapshot at or before it and replays the tokens in
-between (a forward that writes no K/V); :attr:`replayed_tokens` counts them.
+between (a forward that writes no K/V); :attr:`replayed_tokens` counts them, and the host asks
+ahead how many a cut would run (:meth:`cut_replay_tokens`). ``[cache] state_stride`` sets the
+stride (:meth:`set_state_stride`).
 
 A chunk ``[start, end)`` (:mod:`kvgate.models.chunk_frames`): its per-token bytes the tokens'
 full-attention K/V, its aux bytes the linear layers' state at ``end`` (:mod:`.state_chunks`).
@@ -46,7 +48,7 @@ class Qwen35Runtime(ModelRuntime):
     CHUNK_HEADER_BYTES = chunk_frames.CHUNK_HEADER_BYTES
     # a snapshot every this many tokens of a long prompt or output (a multiple of the chunk size):
     # a cut replays at most this many tokens, and a snapshot costs every linear layer's state
-    # (see :mod:`.linear_state`); not chosen by measurement yet
+    # (see :mod:`.linear_state`); not chosen by measurement yet; [cache] state_stride sets it
     state_stride = 1024
 
     def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, info: ModelInfo, tokenizer,
@@ -93,6 +95,21 @@ class Qwen35Runtime(ModelRuntime):
         if stride <= 0 or stride % self.arch.chunk_size:
             raise ValueError(f"state_stride {stride} must be a positive multiple of the chunk size {self.arch.chunk_size}")
         return list(range((start // stride + 1) * stride, end, stride))
+
+    def set_state_stride(self, stride: int) -> None:
+        if stride <= 0 or stride % self.arch.chunk_size:
+            raise ValueError(f"cache.state_stride: {stride} is not a positive multiple of the model's "
+                             f"delta-rule chunk size {self.arch.chunk_size}")
+        self.state_stride = stride
+
+    def cut_replay_tokens(self, session: Session, length: int) -> int:
+        """0 at the session's own length, else the distance from the nearest snapshot (as :meth:`_rebuild`)."""
+        if length == session.length and linear_state.held(session) is not None:
+            return 0
+        return length - linear_state.nearest(session, length)[0]
+
+    def aux_state_bytes(self, sessions: Sequence[Session]) -> int:
+        return linear_state.sessions_state_bytes(sessions)
 
     def _settle(self, session: Session, states: States, taken: dict[int, States]) -> None:
         """The session's new states at its length, kept as a snapshot too, with the stride's ones."""

@@ -2,7 +2,9 @@
 
 Every finished request's terminal state becomes an entry. Entries that share a prefix share its
 blocks (they were forked from each other), so the tier measures its size as the *union* of its
-entries' block tables times the runtime's block size: real allocations, not token counts.
+entries' block tables times the runtime's block size: real allocations, not token counts. The
+auxiliary state the sessions hold beside their blocks (a hybrid model's recurrent-state snapshots)
+counts against the budget too (:meth:`DeviceTier.aux_bytes`) and goes with its entry.
 
 Eviction order (:meth:`DeviceTier.next_victim`): leaves only -- an entry whose descendants are
 resident stays, since releasing it would free almost nothing and lose a fork point -- least
@@ -117,6 +119,10 @@ class DeviceTier:
     def resident_bytes(self) -> int:
         return len(self.block_refs) * self.block_bytes()
 
+    def aux_bytes(self) -> int:
+        """The entries' snapshots and other auxiliary state: part of their nodes, freed with them."""
+        return self.runtime.aux_state_bytes([e.session for e in self.entries()])
+
     def pinned_bytes(self) -> int:
         blocks = {block for entry in self.entries() if entry.pinned for block in entry.session.block_table}
         return len(blocks) * self.block_bytes()
@@ -128,12 +134,14 @@ class DeviceTier:
         if not self.block_refs:
             return False
         pool = self.runtime.pool_stats()
-        return self.resident_bytes() > self.budget_bytes or pool["blocks_free"] < self.reserve_blocks
+        held = self.resident_bytes() + self.aux_bytes()
+        return held > self.budget_bytes or pool["blocks_free"] < self.reserve_blocks
 
     def close(self) -> None:
         """Nothing to flush: the entries live in the runtime's pool."""
 
     def stats(self) -> dict:
         return {"entries": sum(t.size for t in list(self.tries.values())), "bytes": self.resident_bytes(),
+                "aux_bytes": self.aux_bytes(),
                 "budget_bytes": self.budget_bytes, "reserve_blocks": self.reserve_blocks,
                 "pool": dict(self.runtime.pool_stats())}

@@ -67,7 +67,7 @@ def test_non_streaming_tool_calls_object():
     assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (20, 9, 29)
     assert usage["prompt_tokens_details"]["cached_tokens"] == 16
     assert usage["completion_tokens_details"]["reasoning_tokens"] == 4
-    assert usage["kvgate"] == {"cached_tokens_device": 10, "cached_tokens_ssd": 6}
+    assert usage["kvgate"] == {"cached_tokens_device": 10, "cached_tokens_ssd": 6, "replayed_tokens": 0}
     assert body["kvgate"] == {"guard_interventions": 0, "parse_issues": []}
 
 
