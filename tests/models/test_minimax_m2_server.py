@@ -41,11 +41,16 @@ THINKING_SWITCH = GENERATION + "{%- if enable_thinking is defined and enable_thi
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """(directory, transformers model, tokenizer, end-of-turn id) of a tiny MiniMax M2 without a template."""
+    directory = tmp_path_factory.mktemp("minimax_m2")
+    return (directory, *write_checkpoint(directory))
+
+
+def write_checkpoint(directory) -> tuple:
+    """Write a tiny MiniMax M2 without a template; (transformers model, tokenizer, end-of-turn id)."""
     from transformers import AutoModelForCausalLM
 
     from tests.core.tokenizer.tokenizers_for_tests import smollm2_from_gguf
 
-    directory = tmp_path_factory.mktemp("minimax_m2")
     tokenizer = smollm2_from_gguf()
     tokenizer.add_special_tokens(ROLE_TOKENS)
     eos = tokenizer.token_to_id("[e~[")
@@ -57,7 +62,7 @@ def checkpoint(tmp_path_factory):
     model.save_pretrained(directory)
     tokenizer.save(str(directory / "tokenizer.json"))
     (directory / "tokenizer_config.json").write_text(json.dumps({"eos_token": "[e~["}))
-    return directory, model, tokenizer, eos
+    return model, tokenizer, eos
 
 
 def settings(directory) -> dict:

@@ -15,6 +15,7 @@ the fork changes at least one logprob.
 from __future__ import annotations
 
 import threading
+from typing import Optional
 
 import openai
 import pytest
@@ -32,8 +33,9 @@ def client_of(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
 
 
-def settings(directory, model_type: str, deterministic: bool = True) -> dict:
-    model = {"path": str(directory), "name": f"tiny-{model_type}", "max_context": 1024}
+def settings(directory, model_type: str, deterministic: bool = True, model_options: Optional[dict] = None) -> dict:
+    """The server's settings; ``model_options``: more ``[model]`` keys (a dialect the checkpoint needs)."""
+    model = {"path": str(directory), "name": f"tiny-{model_type}", "max_context": 1024, **(model_options or {})}
     if model_type in CHAT_FORMATS:
         model["chat_format"] = CHAT_FORMATS[model_type]
     return {"model": model, "cache": {"chunk_tokens": 32}, "engine": {"deterministic": deterministic}}
@@ -48,7 +50,7 @@ def forked_from(messages: list[dict]) -> list[dict]:
 def batched(client, target: list[dict], salt: str):
     """``target`` answered inside a batch of four requests sent at once."""
     answers: dict[int, object] = {}
-    conversations = [target, *TEXTS[1:]]
+    conversations = [target, *[text for text in TEXTS if text is not target][:3]]
 
     def one(index: int) -> None:
         answers[index] = ask(client, conversations[index], salt, max_tokens=12)
@@ -61,18 +63,21 @@ def batched(client, target: list[dict], salt: str):
     return answers[0]
 
 
-def four_ways(tmp_path, model_type: str, deterministic: bool = True, directory=None) -> dict:
-    """The four answers of one conversation; ``directory``: a checkpoint already written (else
-    transformers writes ``model_type``'s)."""
+def four_ways(tmp_path, model_type: str, deterministic: bool = True, directory=None, target=None,
+              model_options: Optional[dict] = None) -> dict:
+    """The four answers of one conversation (``target``, else the first of ``TEXTS``); ``directory``:
+    a checkpoint already written (else transformers writes ``model_type``'s); ``model_options``: see
+    :func:`settings`."""
     directory = directory or write_checkpoint(tmp_path / model_type, model_type)
-    state, target = tmp_path / "state", TEXTS[0]
-    with ServerProcess(tmp_path / "one", settings(directory, model_type, deterministic), state_dir=state) as server:
+    state, target = tmp_path / "state", target or TEXTS[0]
+    config = settings(directory, model_type, deterministic, model_options)
+    with ServerProcess(tmp_path / "one", config, state_dir=state) as server:
         client = client_of(server)
         cold = ask(client, target, "cold", max_tokens=12)
         ask(client, forked_from(target), "fork", max_tokens=12)
         fork = ask(client, target, "fork", max_tokens=12)
         batch = batched(client, target, "batch")
-    with ServerProcess(tmp_path / "two", settings(directory, model_type, deterministic), state_dir=state) as server:
+    with ServerProcess(tmp_path / "two", config, state_dir=state) as server:
         restored = ask(client_of(server), target, "cold", max_tokens=12)
     return {"cold": cold, "fork": fork, "batch": batch, "restored": restored}
 

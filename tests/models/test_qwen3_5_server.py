@@ -2,7 +2,11 @@
 transformers', a second request that extends the first conversation is served from the cache (a
 fork past the first prompt's end, which the runtime restores from its snapshots and a replay), again
 equal to transformers, and after a restart the same request comes from the SSD tier with the same
-answer. A tool call asked of the tiny Qwen3.5 (``tool_choice`` required or named; Chat Completions,
+answer. A conversation that branches off the first inside its prompt, at an unaligned token (87,
+past one cache chunk; usage counts cached tokens exactly here, not in blocks), gets transformers'
+answer from a device hit there (a snapshot before it and a replay) and again after the restart from
+the SSD tier's chunks. Each family's tool call (``tool_choice`` required) is fenced and validates.
+A tool call asked of the tiny Qwen3.5 (``tool_choice`` required or named; Chat Completions,
 Messages, Responses) is fenced in ``qwen3_coder_xml``: it parses and its arguments validate against
 the tool's schema.
 
@@ -17,6 +21,7 @@ import json
 import pytest
 import torch
 
+from kvgate.core.cache.namespace import common_prefix
 from tests.harness import ServerProcess
 from tests.models.served import ask_greedy, post, transformers_answer
 from tests.models.test_families_server import (ASK, TOOL, anthropic_calls, assert_valid, chat_calls,
@@ -30,6 +35,8 @@ TEMPLATE = ("{%- for message in messages %}"
             "{%- endfor %}"
             "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
 MAX_TOKENS = 12
+LINES = [f"Line {i}: the tide comes in and the tide goes out." for i in range(8)]
+BRANCH = [{"role": "user", "content": " ".join(LINES[:6]) + " Then the wind rose. Write a haiku about it."}]
 
 
 def write_checkpoint(directory, model_type: str):
@@ -55,8 +62,8 @@ def test_greedy_answers_equal_transformers_and_the_next_turn_hits_the_cache(tmp_
     model, tokenizer, eos = write_checkpoint(tmp_path / "model", model_type)
     runtime = RUNTIMES[model_type]
     settings = {"model": {"path": str(tmp_path / "model"), "name": "tiny-qwen3_5", "dtype": "fp32",
-                          "max_context": 1024}, "cache": {"chunk_tokens": 64}}
-    text = " ".join(f"Line {i}: the tide comes in and the tide goes out." for i in range(8))
+                          "max_context": 1024}, "cache": {"chunk_tokens": 64, "cached_tokens_granularity": 1}}
+    text = " ".join(LINES)
     first = [{"role": "user", "content": text + " Write a haiku about it."}]  # over a delta-rule chunk (64)
     state = tmp_path / "state"
     with ServerProcess(tmp_path / "server", settings=settings, state_dir=state) as server:
@@ -70,12 +77,21 @@ def test_greedy_answers_equal_transformers_and_the_next_turn_hits_the_cache(tmp_
         expected = transformers_answer(model, tokenizer, eos, longer, MAX_TOKENS)
         assert again["choices"][0]["message"]["content"] == expected
         assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(prompt), again["usage"]
+        branched, branch_prompt = ask_greedy(server, "tiny-qwen3_5", BRANCH, MAX_TOKENS)
+        fork_at = branched["usage"]["kvgate"]["cached_tokens_device"]
+        assert fork_at == common_prefix(prompt, branch_prompt) and fork_at % 64, branched["usage"]
+        branch_answer = transformers_answer(model, tokenizer, eos, branch_prompt, MAX_TOKENS)
+        assert branched["choices"][0]["message"]["content"] == branch_answer
+        assert_valid(chat_calls(server, model_type, ASK)[0])
         log = server.log()
     assert f"with the {runtime} runtime" in log and "dialect qwen3_coder_xml" in log
     with ServerProcess(tmp_path / "restarted", settings=settings, state_dir=state) as server:
+        branched, _ = ask_greedy(server, "tiny-qwen3_5", BRANCH, MAX_TOKENS)
         restored, _ = ask_greedy(server, "tiny-qwen3_5", second, MAX_TOKENS)  # the state comes back from the SSD tier's chunks
     assert restored["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, restored["usage"]
     assert restored["choices"][0]["message"]["content"] == expected
+    assert branched["usage"]["kvgate"]["cached_tokens_ssd"] >= 64, branched["usage"]
+    assert branched["choices"][0]["message"]["content"] == branch_answer
 
 
 
