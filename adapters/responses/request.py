@@ -38,6 +38,7 @@ class ResponsesCall:
     store: bool = True
     stream: bool = False
     previous_response_id: Optional[str] = None
+    prior_conversation: list[Message] = attrs.Factory(list)  # the previous response's, as resolved
 
     @property
     def wants_encrypted_reasoning(self) -> bool:
@@ -207,4 +208,5 @@ def parse_create(body: dict[str, Any], *, model: str, has_vision: bool, prior: O
         raise InvalidRequest("input is empty: send at least one message.", param="input")
     return ResponsesCall(chat=chat, body=body, conversation=converted.messages, conversation_tools=converted.tools,
                          request_tools=request_tools, store=body.get("store") is not False,
-                         stream=body.get("stream") is True, previous_response_id=body.get("previous_response_id"))
+                         stream=body.get("stream") is True, previous_response_id=body.get("previous_response_id"),
+                         prior_conversation=prior or [])

@@ -6,12 +6,17 @@ One record per response id, a JSON text::
      "messages": [<canonical Message, unstructured>], "cache_key": str | null, "tenant": str,
      "tools": [<canonical Tool>], "request_tools": [<canonical Tool>]}
 
+or, for a record that continues a stored response, ``"version": 2`` with ``"parent"``,
+``"shared"`` and ``"added"`` instead of ``"messages"``: records share their history instead of
+copying it (:mod:`.store_rows`; deleting and eviction along a chain: :mod:`.store_chain`).
+
 ``tenant`` (absent: ``"default"``) owns the record: :meth:`ResponseStore.get` answers only the
 tenant that stored it, so another tenant's id reads as absent (a 404, or
 ``previous_response_not_found``).
 
-``messages`` is the conversation after this response (prior turns, this input, this output turn),
-without ``instructions``. ``tools`` (absent: none) are those the conversation's
+``messages`` is the conversation after this response (prior turns, this input, this output
+turn), without ``instructions``, rebuilt along the chain (stopping at a conversation still in
+memory, :mod:`.store_recent`). ``tools`` (absent: none) are those the conversation's
 ``additional_tools`` items announced, which stay in force along the chain; ``request_tools``
 (absent: none) are the request's top-level tools, which a WebSocket follow-up without ``tools``
 inherits. A record holds protocol state only, never model state: the prefix cache
@@ -26,7 +31,6 @@ directory, any other's in ``tenants/<sha256 of its name, 24 hex>/``), each bound
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 from pathlib import Path
@@ -39,6 +43,9 @@ import diskcache
 from kvgate.core.cache.disk_state import StateUnusable, open_or_set_aside
 from kvgate.core.tenants import DEFAULT_TENANT
 from kvgate.core.types import Message, Tool
+from kvgate.adapters.responses import store_chain
+from kvgate.adapters.responses.store_recent import RecentConversations
+from kvgate.adapters.responses.store_rows import BrokenChain, parse_row, row_text, unstructure
 
 log = logging.getLogger("kvgate.responses")
 VERSION = 1
@@ -54,32 +61,37 @@ class StoredResponse:
     tenant: str = DEFAULT_TENANT
     tools: list[Tool] = attrs.Factory(list)
     request_tools: list[Tool] = attrs.Factory(list)
+    parent: Optional[str] = None  # the previous response whose first ``shared`` messages ``messages`` repeats
+    shared: int = 0
 
-    def to_json(self) -> str:
+    def to_row(self, chained: bool) -> dict[str, Any]:
+        """The row to store: with ``chained`` (the parent is stored) only the messages this adds."""
         tools = {key: _converter.unstructure(value)
                  for key, value in (("tools", self.tools), ("request_tools", self.request_tools)) if value}
-        return json.dumps({"version": VERSION, "response": self.response, "input_items": self.input_items,
-                           "messages": _converter.unstructure(self.messages), "cache_key": self.cache_key,
-                           **({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}), **tools},
-                          ensure_ascii=False)
+        history = {"version": 2, "parent": self.parent, "shared": self.shared,
+                   "added": unstructure(self.messages[self.shared:])} if chained and self.parent else \
+            {"version": VERSION, "messages": unstructure(self.messages)}
+        return {**history, "response": self.response, "input_items": self.input_items, "cache_key": self.cache_key,
+                **({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}), **tools}
+
+    def to_json(self) -> str:
+        """The whole record (a version-1 row, readable without its chain)."""
+        return row_text(self.to_row(chained=False))
 
     @classmethod
     def from_json(cls, text: Any) -> "StoredResponse":
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != VERSION:
-            raise ValueError("unknown record version")
-        if not isinstance(data.get("response"), dict) or not isinstance(data.get("input_items"), list):
-            raise ValueError("response or input_items missing")
-        key = data.get("cache_key")
-        if key is not None and not isinstance(key, str):
-            raise ValueError("cache_key is not a string")
-        tenant = data.get("tenant", DEFAULT_TENANT)
-        if not isinstance(tenant, str):
-            raise ValueError("tenant is not a string")
-        return cls(response=data["response"], input_items=data["input_items"],
-                   messages=_converter.structure(data.get("messages"), list[Message]), cache_key=key, tenant=tenant,
-                   tools=_converter.structure(data.get("tools") or [], list[Tool]),
-                   request_tools=_converter.structure(data.get("request_tools") or [], list[Tool]))
+        row = parse_row(text)
+        if "parent" in row:
+            raise ValueError("a chained record needs its chain: read it from the store")
+        return cls.from_row(row, row["own_messages"])
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], messages: list[Message]) -> "StoredResponse":
+        return cls(response=row["response"], input_items=row["input_items"], messages=messages,
+                   cache_key=row.get("cache_key"), tenant=row.get("tenant", DEFAULT_TENANT),
+                   tools=_converter.structure(row.get("tools") or [], list[Tool]),
+                   request_tools=_converter.structure(row.get("request_tools") or [], list[Tool]),
+                   parent=row.get("parent"), shared=row.get("shared", 0))
 
 
 class ResponseStore:
@@ -91,6 +103,7 @@ class ResponseStore:
         self.directory, self.size_limit = directory, size_limit
         self._caches: dict[str, Optional[diskcache.Cache]] = {}
         self._lock = threading.Lock()
+        self.recent = RecentConversations()  # rebuilding a chain stops at the first one found here
         self._cache_of(DEFAULT_TENANT)
 
     @property
@@ -120,35 +133,52 @@ class ResponseStore:
         if cache is None:
             return
         try:
-            cache.set(record.response["id"], record.to_json())
+            store_chain.put(cache, record)
+            self.recent.remember(record.tenant, record.response["id"], record.messages)
         except Exception as exc:  # a full or failing disk loses the record, not the response
             log.warning("responses store: could not keep %s (%s: %s)", record.response["id"], type(exc).__name__, exc)
 
     def get(self, response_id: str, tenant: str = DEFAULT_TENANT) -> Optional[StoredResponse]:
-        """The record of ``response_id`` when ``tenant`` owns it, else None."""
+        """The record of ``response_id`` when ``tenant`` owns it, else None (also when an earlier
+        response its conversation needs was evicted)."""
         cache = self._cache_of(tenant)
         if cache is None:
             return None
         try:
-            text = cache.get(response_id)
-            if text is None:
+            row = store_chain.read_row(cache, response_id)
+            if row is None or row.get("deleted") or row.get("tenant", DEFAULT_TENANT) != tenant:
                 return None
-            record = StoredResponse.from_json(text)
         except Exception as exc:  # untrusted disk: any malformed record reads as absent
             log.warning("responses store: dropping unreadable record %s (%s: %s)", response_id, type(exc).__name__, exc)
-            self.delete(response_id, tenant)
+            self._drop(cache, response_id)
             return None
-        return record if record.tenant == tenant else None
+        try:
+            messages = self.recent.get(tenant, response_id) or store_chain.load(
+                cache, row, lambda parent_id: self.recent.get(tenant, parent_id))
+        except BrokenChain as exc:
+            log.warning("responses store: %s reads as absent: %s", response_id, exc)
+            return None
+        self.recent.remember(tenant, response_id, messages)
+        return StoredResponse.from_row(row, list(messages))
 
     def delete(self, response_id: str, tenant: str = DEFAULT_TENANT) -> bool:
         cache = self._cache_of(tenant)
         if cache is None:
             return False
+        self.recent.forget(tenant, response_id)
         try:
-            return bool(cache.delete(response_id))
+            return store_chain.delete(cache, response_id, tenant)
         except Exception as exc:
             log.warning("responses store: could not delete %s (%s: %s)", response_id, type(exc).__name__, exc)
+            self._drop(cache, response_id)
             return False
+
+    @staticmethod
+    def _drop(cache: diskcache.Cache, response_id: str) -> None:
+        try:
+            cache.delete(response_id)
+        except Exception as exc:
+            log.warning("responses store: could not drop %s (%s: %s)", response_id, type(exc).__name__, exc)
 
     def close(self) -> None:
         with self._lock:

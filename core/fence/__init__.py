@@ -11,11 +11,22 @@ Public API (engine thread):
   ``take_state``, ``must_stop``, ``guard_stop``, ``interventions``.
 """
 
-from kvgate.core.fence.build import build_request_fence, prepare_fences
-from kvgate.core.fence.errors import FenceError, FenceRequestError
-from kvgate.core.fence.request import RequestFence
-from kvgate.core.fence.schema_preparer import check_schema_limits
-from kvgate.core.fence.tokens import TokenizerInfo, tokenizer_info
+import importlib
+from typing import Any
+
+# Each name is imported on first use, so that importing one torch-free submodule (the schema
+# worker process imports errors, cancel, backend, ...) does not import build's chain and torch.
+_HOMES = {"build_request_fence": "build", "prepare_fences": "build", "FenceError": "errors",
+          "FenceRequestError": "errors", "RequestFence": "request", "check_schema_limits": "schema_preparer",
+          "TokenizerInfo": "tokens", "tokenizer_info": "tokens"}
 
 __all__ = ["build_request_fence", "check_schema_limits", "prepare_fences", "tokenizer_info", "RequestFence",
            "TokenizerInfo", "FenceError", "FenceRequestError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value

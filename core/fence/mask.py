@@ -7,10 +7,12 @@ never all of them).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a row is written: the schema worker never imports it
+    import torch
 
 SPARSE_LIMIT = 256  # below this many allowed tokens, copy them out instead of masking the row
 
@@ -52,6 +54,8 @@ def only(token: int, vocab: int) -> np.ndarray:
 
 def write_mask(logits: torch.Tensor, allowed: Optional[np.ndarray]) -> None:
     """Set every logit whose token is not allowed to -inf, in place (any device)."""
+    import torch
+
     vocab = allowed.shape[0] if allowed is not None else logits.shape[-1]
     if logits.shape[-1] > vocab:
         logits[vocab:] = float("-inf")
