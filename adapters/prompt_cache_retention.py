@@ -13,6 +13,13 @@ from kvgate.core.errors import InvalidRequest
 from kvgate.core.types import RetentionHint
 
 POLICIES = {"in_memory": None, "24h": 24 * 3600.0}
+DEFAULT_POLICY = "in_memory"
+
+
+def applied_policy(body: dict[str, Any]) -> str:
+    """The policy a response echoes: the request's, else the default (``in_memory``, plain LRU)."""
+    policy = body.get("prompt_cache_retention")
+    return policy if isinstance(policy, str) and policy in POLICIES else DEFAULT_POLICY
 
 
 def retention_hints(body: dict[str, Any]) -> list[RetentionHint]:

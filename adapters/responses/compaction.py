@@ -16,8 +16,9 @@ outputs, earlier summaries) is what the summary stands for. Nothing is stored.
 
 The same pass runs for a create request (HTTP, SSE or WebSocket) whose ``input`` holds a
 ``compaction_trigger`` item (Codex's remote compaction): its response has exactly one output item,
-the ``compaction`` item (``output_item.added`` / ``output_item.done``; the summary text itself is
-not streamed), and its record continues the conversation with the summary as it reads back.
+the ``compaction`` item (``output_item.added`` at once, progress while the summary is written, then
+``output_item.done``: :mod:`.summary_pass`), and its record continues the conversation with the
+summary as it reads back.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import attrs
 from kvgate.core.errors import KvgateError
 from kvgate.core.types import ChatRequest, Finished, Message, ResponseFormat, TextDelta, ToolChoice, Usage
 from kvgate.adapters.responses import objects
-from kvgate.adapters.responses.compaction_item import SUMMARY_HEADING, compaction_item, is_summary_message
+from kvgate.adapters.responses.compaction_item import compaction_item, is_summary_message, summary_message_text
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import ResponsesCall
 
@@ -89,30 +90,11 @@ def is_compaction_trigger(body: dict[str, Any]) -> bool:
 
 
 class CompactionRenderer(StreamRenderer):
-    """Renders a ``compaction_trigger`` request: the model's answer becomes one ``compaction`` item."""
+    """Renders a ``compaction_trigger`` request: its summary pass (:mod:`.summary_pass`) is the whole
+    response, and its one output item the ``compaction`` item."""
 
-    def __init__(self, envelope: dict[str, Any]):
-        super().__init__(envelope)
-        self.summary: list[str] = []
-
-    def feed(self, event: Any) -> list[dict[str, Any]]:
-        if self.finished:
-            return []
-        if isinstance(event, TextDelta):
-            self.summary.append(event.text)
-        elif isinstance(event, Finished):
-            return self.finish(event)
-        return []
-
-    def finish(self, finished: Finished) -> list[dict[str, Any]]:
-        if finished.reason in ("error", "cancelled"):
-            return self.fail("server_error", f"The compaction summary could not be generated ({finished.reason}).",
-                             finished.usage)
-        summary = "".join(self.summary).strip()
-        item = compaction_item(objects.new_id("cmp"), summary)
-        self.response["output"].append(item)
-        self.response["usage"] = objects.usage_object(finished.usage)
-        self.assistant = Message(role="user", content=SUMMARY_HEADING + summary)  # what the record continues with
-        events = [{"type": "response.output_item.added", "output_index": 0, "item": item},
-                  {"type": "response.output_item.done", "output_index": 0, "item": item}]
-        return self._stamp(events) + self._terminal("completed")
+    def compacted(self, item: dict[str, Any], usage: Usage) -> list[dict[str, Any]]:
+        """The item's ``output_item.done`` and ``response.completed``."""
+        self.response["usage"] = objects.usage_object(usage)
+        self.assistant = Message(role="user", content=summary_message_text(item, "compaction"))  # the record's
+        return self.item_done(item) + self._terminal("completed")

@@ -24,9 +24,8 @@ from typing import Any, Optional
 import attrs
 
 from kvgate.core.errors import InvalidRequest
-from kvgate.core.types import Message
-from kvgate.adapters.responses import objects
-from kvgate.adapters.responses.compaction import SUMMARY_MAX_TOKENS, summarise, summary_request
+from kvgate.core.types import ChatRequest, Message
+from kvgate.adapters.responses.compaction import SUMMARY_MAX_TOKENS, summary_request
 from kvgate.adapters.responses.compaction_item import compaction_item, is_summary_message, summary_message_text
 from kvgate.adapters.responses.request import ResponsesCall
 
@@ -65,23 +64,30 @@ def compaction_policy(body: dict[str, Any]) -> Optional[CompactionPolicy]:
     return policy
 
 
+def applied_entries(policy: Optional[CompactionPolicy], max_context: int) -> Optional[list[dict[str, Any]]]:
+    """The ``context_management`` a response echoes: the entry with the threshold in force; None without one."""
+    return None if policy is None else [{"type": "compaction", "compact_threshold": policy.tokens(max_context)}]
+
+
 async def prompt_token_count(pipeline: Any, call: ResponsesCall) -> int:
     count = pipeline.count_prompt_tokens(call.chat)
     return await count if inspect.isawaitable(count) else count
 
 
-async def compact_if_over(pipeline: Any, call: ResponsesCall, policy: CompactionPolicy,
-                          default_max_tokens: Optional[int]) -> tuple[ResponsesCall, Optional[dict[str, Any]]]:
-    """``call`` unchanged and None under the threshold; else the call on the compacted context and
-    the ``compaction`` item that stands for it."""
+async def summary_if_over(pipeline: Any, call: ResponsesCall, policy: CompactionPolicy,
+                          default_max_tokens: Optional[int]) -> Optional[ChatRequest]:
+    """The summary request of a call over its threshold (capped at a quarter of it); None under it."""
     threshold = policy.tokens(pipeline.model_info.max_context)
     if await prompt_token_count(pipeline, call) <= threshold:
-        return call, None
+        return None
     request = summary_request(call, default_max_tokens)
     limit = min(default_max_tokens or SUMMARY_MAX_TOKENS, threshold // 4)
-    request = attrs.evolve(request, sampling=attrs.evolve(request.sampling, max_tokens=limit))
-    summary, _usage = await summarise(pipeline, request)
-    item = compaction_item(objects.new_id("cmp"), summary + latest_user_message(call.conversation))
+    return attrs.evolve(request, sampling=attrs.evolve(request.sampling, max_tokens=limit))
+
+
+def compacted(call: ResponsesCall, item_id: str, summary: str) -> tuple[ResponsesCall, dict[str, Any]]:
+    """The call on the compacted context, and the ``compaction`` item (id ``item_id``) standing for it."""
+    item = compaction_item(item_id, summary + latest_user_message(call.conversation))
     return compacted_call(call, Message(role="user", content=summary_message_text(item, "compaction"))), item
 
 

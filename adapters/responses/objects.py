@@ -52,7 +52,8 @@ def response_envelope(response_id: str, body: dict[str, Any], applied: Optional[
         "tools": [tool_echo(tool) for tool in body.get("tools") or [] if isinstance(tool, dict)],
         "truncation": body.get("truncation") or "disabled",
         "usage": None, "user": body.get("user"), "safety_identifier": body.get("safety_identifier"),
-        "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_key": body.get("prompt_cache_key"), "prompt_cache_retention": body.get("prompt_cache_retention"),
+        "context_management": body.get("context_management"),
         "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
     }
 

@@ -147,12 +147,20 @@ class StreamRenderer:
         self.response["usage"] = objects.usage_object(usage or Usage())
         return self._stamp(events) + self._terminal("failed")
 
-    def add_item(self, item: dict[str, Any]) -> list[dict[str, Any]]:
-        """A finished item placed before the answer's (the ``context_management`` compaction item)."""
+    def item_added(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        """``output_item.added`` of an item written whole later (a compaction, before its summary)."""
+        return self._stamp([{"type": "response.output_item.added", "output_index": len(self.response["output"]),
+                             "item": item}])
+
+    def item_done(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        """``output_item.done`` of the item :meth:`item_added` opened, now in ``output``."""
         self.response["output"].append(item)
-        index = len(self.response["output"]) - 1
-        return self._stamp([{"type": "response.output_item.added", "output_index": index, "item": item},
-                            {"type": "response.output_item.done", "output_index": index, "item": item}])
+        return self._stamp([{"type": "response.output_item.done", "output_index": len(self.response["output"]) - 1,
+                             "item": item}])
+
+    def still_working(self, event: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+        """A progress event while nothing else is sent: ``event``, else ``response.in_progress`` again."""
+        return self._stamp([event if event is not None else self._lifecycle("response.in_progress")])
 
     def complete_empty(self, usage: Usage) -> list[dict[str, Any]]:
         """``response.completed`` with no output: the reply to a ``generate: false`` warm-up."""

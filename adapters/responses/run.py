@@ -4,8 +4,10 @@ events, keep the record. Shared by the non-streaming, SSE and WebSocket paths.
 :func:`begin` starts the pipeline and waits for its first event, so that errors raised before
 generation are normal HTTP errors; ``context_length_exceeded`` instead becomes an in-stream
 ``response.failed`` when the caller streams (that is what Codex maps to "context window exceeded").
-A ``context_management`` compaction (:mod:`.context_management`) runs in :func:`begin` too, before
-the answer; its item is the first output item.
+A compaction's summary pass (``context_management`` over its threshold, or a ``compaction_trigger``)
+runs before the answer, in :meth:`Run.events` after ``response.created``, with progress events while
+the model writes (:mod:`.summary_pass`); :func:`begin` takes its first event when the caller does
+not stream.
 """
 
 from __future__ import annotations
@@ -18,15 +20,18 @@ import attrs
 from kvgate.core.errors import ContextLengthExceeded, InvalidRequest, KvgateError
 from kvgate.core.tenants import DEFAULT, Tenant, scope_request
 from kvgate.core.types import Heartbeat
+from kvgate.adapters.prompt_cache_retention import applied_policy
 from kvgate.adapters.responses import objects
+from kvgate.adapters.responses.compaction_item import compaction_item
 from kvgate.adapters.responses.compaction import CompactionRenderer, is_compaction_trigger, summary_request
-from kvgate.adapters.responses.context_management import compact_if_over, compaction_policy
+from kvgate.adapters.responses.context_management import applied_entries, compacted, compaction_policy, summary_if_over
 from kvgate.adapters.responses.render import StreamRenderer
 from kvgate.adapters.responses.request import ResponsesCall, parse_create
 from kvgate.adapters.responses.store import ResponseStore, StoredResponse
+from kvgate.adapters.responses.store_rows import shared_prefix
+from kvgate.adapters.responses.summary_pass import HEARTBEAT, SummaryPass
 
 log = logging.getLogger("kvgate.responses")
-HEARTBEAT = None  # yielded by Run.events() while a long prefill runs
 
 
 def previous_not_found(previous_id: str) -> InvalidRequest:
@@ -77,25 +82,53 @@ class Run:
     first: Any = None
     failure: Optional[KvgateError] = None
     record: Optional[StoredResponse] = None
-    compaction: Optional[dict[str, Any]] = None  # the context_management compaction item, output first
+    summary: Optional[SummaryPass] = None  # a compaction's summary pass, still to run before the answer
 
     async def events(self) -> AsyncIterator[Optional[dict[str, Any]]]:
         """Wire events in order (``HEARTBEAT`` during a prefill); the record is kept at the end."""
         try:
             for event in self.renderer.start():
                 yield event
+            if self.failure is None and self.summary is not None:
+                async for event in self._summarised_or_failed():
+                    yield event
             if self.failure is not None:
                 for event in self.renderer.fail(self.failure.code or "server_error", self.failure.message):
                     yield event
-            else:
-                for event in self.renderer.add_item(self.compaction) if self.compaction is not None else []:
-                    yield event
+            elif not self.renderer.finished:
                 async for event in self._generated():
                     yield event
             self.keep()
         finally:
             if self.stream is not None:
                 await self.stream.aclose()
+
+    async def start(self) -> None:
+        self.stream = self.ctx.pipeline.stream(self.call.chat)
+        self.first = await self.stream.__anext__()
+
+    async def summarised(self) -> AsyncIterator[Optional[dict[str, Any]]]:
+        """The summary pass's events, then the ``compaction`` item's ``done``: the whole response
+        (``compaction_trigger``), or the answer started on the compacted context."""
+        summary, self.summary = self.summary, None
+        async for event in summary.events():
+            yield event
+        if isinstance(self.renderer, CompactionRenderer):
+            for event in self.renderer.compacted(compaction_item(summary.item_id, summary.summary), summary.usage):
+                yield event
+            return
+        self.call, item = compacted(self.call, summary.item_id, summary.summary)
+        for event in self.renderer.item_done(item):
+            yield event
+        await self.start()
+
+    async def _summarised_or_failed(self) -> AsyncIterator[Optional[dict[str, Any]]]:
+        try:
+            async for event in self.summarised():
+                yield event
+        except KvgateError as exc:
+            log.warning("responses: compaction failed: %s", exc.message)
+            self.failure = exc
 
     async def _generated(self) -> AsyncIterator[Optional[dict[str, Any]]]:
         event = self.first
@@ -122,11 +155,13 @@ class Run:
         messages = list(self.call.conversation)
         if with_output and self.renderer.response["output"]:
             messages.append(self.renderer.assistant)
+        shared = shared_prefix(self.call.prior_conversation, messages)  # the stored record adds only the rest
         self.record = StoredResponse(response=self.renderer.response,
                                      input_items=input_items_with_ids(self.call.body.get("input")),
                                      messages=messages, cache_key=self.call.chat.cache_key,
                                      tenant=self.call.chat.tenant.name, tools=self.call.conversation_tools,
-                                     request_tools=self.call.request_tools)
+                                     request_tools=self.call.request_tools,
+                                     parent=self.call.previous_response_id if shared else None, shared=shared)
         if self.call.store:
             self.store.put(self.record)
         return self.record
@@ -134,7 +169,9 @@ class Run:
 
 def new_run(ctx: Any, store: ResponseStore, call: ResponsesCall) -> Run:
     echo = {**call.body, "model": call.body.get("model") or call.chat.model,  # and the output cap applied
-            "max_output_tokens": ctx.pipeline.output_cap.applied(call.body.get("max_output_tokens")) or None}
+            "max_output_tokens": ctx.pipeline.output_cap.applied(call.body.get("max_output_tokens")) or None,
+            "context_management": applied_entries(compaction_policy(call.body), ctx.pipeline.model_info.max_context),
+            "prompt_cache_retention": applied_policy(call.body)}  # the values in force
     applied = ctx.pipeline.sampling_defaults.apply(call.chat.sampling)
     envelope = objects.response_envelope(objects.new_id("resp"), echo, applied)
     renderer = CompactionRenderer(envelope) if is_compaction_trigger(call.body) else \
@@ -147,14 +184,18 @@ async def begin(ctx: Any, store: ResponseStore, call: ResponsesCall, streaming: 
     a context overflow while ``streaming`` (then the run reports it as ``response.failed``)."""
     run = new_run(ctx, store, call)
     policy = compaction_policy(call.body)  # a bad entry is a 400
+    default_max_tokens = ctx.config.engine.default_max_tokens
     try:
-        compacting = is_compaction_trigger(call.body)
-        if policy is not None and not compacting:
-            run.call, run.compaction = await compact_if_over(ctx.pipeline, call, policy,
-                                                             ctx.config.engine.default_max_tokens)
-        chat = summary_request(call, ctx.config.engine.default_max_tokens) if compacting else run.call.chat
-        run.stream = ctx.pipeline.stream(chat)
-        run.first = await run.stream.__anext__()
+        if is_compaction_trigger(call.body):
+            chat = summary_request(call, default_max_tokens)
+        else:
+            chat = await summary_if_over(ctx.pipeline, call, policy, default_max_tokens) if policy else None
+        if chat is not None:
+            run.summary = SummaryPass(ctx.pipeline, chat, run.renderer)
+        if run.summary is None:
+            await run.start()
+        elif not streaming:  # a context overflow stays an HTTP error; the rest runs in Run.events()
+            await run.summary.open()
     except ContextLengthExceeded as exc:
         if not streaming:
             raise

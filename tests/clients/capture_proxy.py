@@ -18,6 +18,7 @@ class CaptureProxy:
     def __init__(self, upstream: str):
         self.upstream = upstream
         self.bodies: list[dict] = []
+        self.replies: list[tuple[dict, bytes]] = []  # each JSON body POSTed, with the reply's bytes
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -43,23 +44,27 @@ class CaptureProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 try:
-                    proxy.bodies.append(json.loads(body))
+                    parsed = json.loads(body)
                 except ValueError:
-                    pass
-                self._forward(body)
+                    return self._forward(body)
+                proxy.bodies.append(parsed)
+                proxy.replies.append((parsed, self._forward(body)))
 
-            def _forward(self, body: bytes) -> None:
-                """The upstream reply, its body ended by closing the connection (HTTP/1.0)."""
+            def _forward(self, body: bytes) -> bytes:
+                """The upstream reply, its body ended by closing the connection (HTTP/1.0); its bytes."""
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 with httpx.stream(self.command, proxy.upstream + self.path, content=body or None,
                                   headers=headers, timeout=httpx.Timeout(1800, connect=10)) as reply:
                     self.send_response(reply.status_code)
                     self.send_header("content-type", reply.headers.get("content-type", "application/json"))
                     self.end_headers()
+                    chunks = []
                     for chunk in reply.iter_raw():
+                        chunks.append(chunk)
                         self.wfile.write(chunk)
                         self.wfile.flush()
                 self.close_connection = True
+                return b"".join(chunks)
 
             def log_message(self, *args) -> None:
                 pass
