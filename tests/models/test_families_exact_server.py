@@ -13,7 +13,7 @@ The control (``deterministic = false``) shows the prompts tell the modes apart o
 Gemma 4. On gpt-oss it cannot: there the fast path too gives all four answers bit-identical on CPU
 (as the runtime's own prefill split and batched decode do at this checkpoint's size and wider ones).
 
-A server drafting with the n-gram drafter (``speculative_ngram``) makes the same required tool call
+On these and on Qwen3, Qwen3-MoE, DeepSeek V3 and V3.2 (GLM-4.5: test_mtp_server.py), a server drafting with the n-gram drafter (``speculative_ngram``) makes the same required tool call
 as one that does not, the drafter reading the call an earlier turn made (its draft counter shows it
 drafted; a random model's plain answers repeat no earlier token, so they give it nothing to draft).
 """
@@ -67,7 +67,22 @@ EARLIER = {"id": "call_1", "type": "function", "function": {"name": "get_forecas
 CALLED_BEFORE = ASK + [{"role": "assistant", "content": "", "tool_calls": [EARLIER]},
                        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
                        {"role": "user", "content": "And for Oslo, 2 days?"}]
-WRITERS = {"minimax_m2": minimax_m2, "gpt_oss": gpt_oss, "gemma4": gemma4}  # checkpoint -> [model] keys it needs
+
+
+def families_server(model_type: str):
+    """test_families_server.py's checkpoint of ``model_type`` (its chat format comes with ``settings``)."""
+    def write(directory) -> dict:
+        from tests.models.test_families_server import write_checkpoint
+
+        write_checkpoint(directory, model_type)
+        return {}
+    return write
+
+
+NEWEST = {"minimax_m2": minimax_m2, "gpt_oss": gpt_oss, "gemma4": gemma4}  # checkpoint -> [model] keys it needs
+# the four-way test of these is test_moe_exact_server.py's; their speculation is checked here (GLM-4.5's
+# by test_mtp_server.py with its own draft layer: on this checkpoint the n-gram drafter proposes nothing)
+WRITERS = {**NEWEST, **{t: families_server(t) for t in ("qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v32")}}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +98,7 @@ def written(tmp_path_factory):
     return of
 
 
-@pytest.mark.parametrize("model_type", sorted(WRITERS))
+@pytest.mark.parametrize("model_type", sorted(NEWEST))
 def test_cold_fork_batch_and_restore_are_bit_identical(written, tmp_path, model_type):
     directory, options = written(model_type)
     assert_bit_identical(four_ways(tmp_path, model_type, directory=directory, model_options=options))

@@ -1,4 +1,4 @@
-"""Exact on the MoE and MLA runtimes (issue 30): tiny random Qwen3-MoE, GLM-4.5, DeepSeek V3 and V3.2
+"""Exact on the Qwen3, MoE and MLA runtimes (issue 30): tiny random Qwen3, Qwen3-MoE, GLM-4.5, DeepSeek V3 and V3.2
 (whose indexer keeps 32 of the prompt's tokens) checkpoints written by transformers, served on the defaults (bf16, ``engine.deterministic`` on), give
 one conversation the same tokens and bit-identical logprobs (every field, floats compared with ==)
 in four cases:
@@ -82,7 +82,7 @@ def four_ways(tmp_path, model_type: str, deterministic: bool = True, directory=N
     return {"cold": cold, "fork": fork, "batch": batch, "restored": restored}
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "glm4_moe", "deepseek_v3", "deepseek_v32"])
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "deepseek_v32"])
 def test_cold_fork_batch_and_restore_are_bit_identical(tmp_path, model_type):
     assert_bit_identical(four_ways(tmp_path, model_type))
 
