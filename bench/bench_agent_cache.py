@@ -22,6 +22,7 @@ Reports TTFT per turn and system, kvgate's hit ratio by tier against the theoret
 an ideal cache could serve: the prefix shared with an earlier request plus its output), writes
 ``<out>/agent_cache.json`` and a plot ``<out>/agent_cache.png``.
 Usage: python bench/bench_agent_cache.py [--systems kvgate-cold,kvgate-device,kvgate-ssd,llamacpp,llama-server]
+       [--family embedded|qwen3|qwen3_5] (a tiny dense or hybrid checkpoint instead of SmolLM2; kvgate systems only)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from agent_models import FAMILIES, model_settings  # noqa: E402
 from agent_workload import Workload, ceiling, prompt_tokens, stream_chat  # noqa: E402
 from bench_runtime import cpu_busy  # noqa: E402
 from llama_server import LlamaServer, llama_server_available  # noqa: E402
@@ -65,11 +67,12 @@ LLAMA_SERVER_ARGS = ["-c", "16384", "-np", "2", "--slot-prompt-similarity", "0.8
 PEERS = ("llamacpp", "llama-server")
 
 
-def kvgate_server(name: str, out: Path, port: Optional[int] = None) -> ServerProcess:
-    """A kvgate system's server; a restart passes the old port, so URLs held elsewhere stay valid."""
+def kvgate_server(name: str, out: Path, family: str, port: Optional[int] = None) -> ServerProcess:
+    """A kvgate system's server of ``family``'s model; a restart passes the old port, so URLs held
+    elsewhere stay valid."""
     settings = {section: dict(values) for section, values in KVGATE[name].items()}
     settings.setdefault("cache", {})["ssd_path"] = str(out / f"ssd-{name}")
-    settings["model"] = {"threads": 2}
+    settings["model"] = {"threads": 2, **({} if family == "embedded" else model_settings(family))}
     return ServerProcess(out / name, settings, port=port, state_dir=out / "state", timeout=600)
 
 
@@ -100,10 +103,12 @@ class PeerServer:
         self.proc.wait(timeout=30)
 
 
-def start_systems(names: list[str], out: Path) -> dict:
+def start_systems(names: list[str], out: Path, family: str) -> dict:
     servers = {}
     for name in names:
-        if name == "llamacpp":
+        if name in PEERS and family != "embedded":
+            print(f"{name} skipped: the peers serve the embedded GGUF, not tiny-{family}")
+        elif name == "llamacpp":
             if not PEER_PYTHON.exists():
                 print(f"llamacpp skipped: no {PEER_PYTHON} (build it as in reference/peers.md)")
                 continue
@@ -113,14 +118,15 @@ def start_systems(names: list[str], out: Path) -> dict:
                 servers[name] = LlamaServer(LLAMA_SERVER_ARGS, log_path=out / "llama-server.log").start()
         else:
             shutil.rmtree(out / f"ssd-{name}", ignore_errors=True)
-            servers[name] = kvgate_server(name, out).start()
+            servers[name] = kvgate_server(name, out, family).start()
     return servers
 
 
 def run(args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    servers = start_systems(args.systems.split(","), out)
+    servers = start_systems(args.systems.split(","), out, args.family)
+    model = "smollm2" if args.family == "embedded" else f"tiny-{args.family}"
     counter = next(s for n, s in servers.items() if n.startswith("kvgate"))
     workload = Workload(counter.base_url, args.shared, args.per_session, args.per_turn)
     chats = {name: [[{"role": "system", "content": workload.system}] for _ in range(2)] for name in servers}
@@ -130,13 +136,13 @@ def run(args) -> dict:
         for turn in range(1, args.turns + 1):
             for name in (n for n in RESTARTED if n in servers and turn == args.restart_turn):
                 servers[name].stop()
-                servers[name] = kvgate_server(name, out, servers[name].port).start()
+                servers[name] = kvgate_server(name, out, args.family, servers[name].port).start()
             for session in range(2):
                 user = workload.user_message(session, turn)
                 for name, server in servers.items():
                     messages = chats[name][session] + [{"role": "user", "content": user}]
                     busy = cpu_busy(0.2)
-                    result = stream_chat(server.base_url, messages, args.output)
+                    result = stream_chat(server.base_url, messages, args.output, model)
                     tokens = prompt_tokens(counter.base_url, messages)
                     usage = result["usage"] or {}
                     split = usage.get("kvgate") or {}
@@ -145,6 +151,7 @@ def run(args) -> dict:
                         "total_s": round(result["total"], 4), "prompt_tokens": len(tokens),
                         "completion_tokens": usage.get("completion_tokens"),
                         "cached_device": split.get("cached_tokens_device"), "cached_ssd": split.get("cached_tokens_ssd"),
+                        "replayed": split.get("replayed_tokens"),
                         "cached_reported": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
                         "ceiling_tokens": ceiling(tokens, history[name]), "cpu_busy_before": round(busy, 1),
                         "restarted": name in RESTARTED and turn == args.restart_turn})
@@ -177,8 +184,18 @@ def summarize(report: dict) -> list[str]:
         ssd = sum(r["cached_ssd"] or 0 for r in own)
         lines.append(f"{system}: hit ratio {(device + ssd) / prompt:.1%} (device {device / prompt:.1%}, "
                      f"SSD {ssd / prompt:.1%}) vs ceiling {ideal / prompt:.1%}")
+        lines.append(replay_line(system, own))
     lines.extend(ratio_lines(rows, systems))
     return lines
+
+
+def replay_line(system: str, own: list[dict]) -> str:
+    """Tokens the runtime ran again to cut a hit's state (a hybrid's replay from its nearest snapshot)."""
+    hits = [r["replayed"] or 0 for r in own if (r["cached_device"] or 0) + (r["cached_ssd"] or 0) > 0]
+    if not hits:
+        return f"{system}: no hits"
+    return (f"{system}: replayed tokens per hit: mean {statistics.mean(hits):.1f}, max {max(hits)}, "
+            f"{sum(1 for h in hits if h)} of {len(hits)} hits replayed any")
 
 
 def peer_hit_line(system: str, own: list[dict], ceiling_share: float) -> str:
@@ -233,7 +250,8 @@ def plot(report: dict, path: Path) -> None:
     axis.set_yscale("log")
     axis.set_xlabel("turn (two sessions interleaved; mean of both)")
     axis.set_ylabel("time to first token (s, log scale)")
-    axis.set_title("SmolLM2-135M, 2 CPU cores: TTFT per turn")
+    family = report["args"].get("family", "embedded")
+    axis.set_title(f"{'SmolLM2-135M' if family == 'embedded' else 'tiny ' + family}, 2 CPU cores: TTFT per turn")
     axis.grid(True, which="both", alpha=0.3)
     axis.legend()
     fig.tight_layout()
@@ -249,6 +267,9 @@ def main() -> None:
     parser.add_argument("--per-turn", type=int, default=200)
     parser.add_argument("--output", type=int, default=32)
     parser.add_argument("--restart-turn", type=int, default=6)
+    parser.add_argument("--family", choices=("embedded", *FAMILIES), default="embedded",
+                        help="the model the kvgate systems serve: the embedded SmolLM2 or a tiny random checkpoint "
+                             "(qwen3_5: a hybrid; qwen3: a dense model of the same size); peers need the embedded one")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
     args = parser.parse_args()
     report = run(args)

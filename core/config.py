@@ -151,8 +151,8 @@ class CacheConfig:
     ssd_worker_id: str = ""  # this worker's name on a shared ssd_path; empty = unique per process
     chunk_tokens: int = attrs.field(default=256, validator=_positive)
     # a hybrid model's recurrent-state snapshot every this many tokens (a multiple of its chunk
-    # size): a cut replays at most this many tokens; not chosen by measurement yet
-    state_stride: int = attrs.field(default=1024, validator=_positive)
+    # size): a cut replays at most this many tokens; chosen by bench/bench_state_stride.py (README)
+    state_stride: int = attrs.field(default=4096, validator=_positive)
     almost_hit_min_tokens: int = attrs.field(default=1024, validator=_positive)
     almost_hit_min_ratio: float = 0.9
     # retention hints (cache_control, prompt_cache_retention) pin prefixes within this share of

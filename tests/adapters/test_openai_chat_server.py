@@ -55,7 +55,8 @@ def test_non_streaming_answer(client):
     assert 0 < usage.completion_tokens <= 8 and usage.prompt_tokens > 5
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert usage.prompt_tokens_details.cached_tokens <= usage.prompt_tokens
-    assert set(usage.model_extra["kvgate"]) == {"cached_tokens_device", "cached_tokens_ssd"}
+    assert set(usage.model_extra["kvgate"]) == {"cached_tokens_device", "cached_tokens_ssd", "replayed_tokens"}
+    assert usage.model_extra["kvgate"]["replayed_tokens"] == 0  # per-token state cuts exactly
     assert answer.model_extra["kvgate"]["parse_issues"] == []
 
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 PASSAGE = "\n".join(f"Step {i}: the gateway reads the request, looks up the cache and streams the answer back."
                     for i in range(10))
 TARGET = [{"role": "user", "content": PASSAGE + "\n\nSummarize the passage above in one sentence."}]
-ALIGNMENTS = (64, 32, 1024)  # the delta rule's chunk, the test servers' chunk_tokens, the state stride
+ALIGNMENTS = (64, 32, 4096)  # the delta rule's chunk, the test servers' chunk_tokens, the state stride
 # usage rounds cached tokens down to the 16-token block: a count that is a multiple of none of these
 # leaves the fork point (in the block it starts) a multiple of none either
 
