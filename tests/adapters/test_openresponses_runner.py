@@ -122,9 +122,14 @@ def run_runner(bun: Path, script: Path, base_url: str) -> dict:
     return json.loads(done.stdout[start:])
 
 
+# any test: an answer that runs on to the embedded model's 512-token clamp ends `incomplete` (the
+# pirate `system-prompt` answer did in 3 of 6 samples), as the README says a capped reply does
+CUT_BY_THE_CLAMP = 'Expected status "completed" but got "incomplete"'
+
+
 def is_beyond_the_model(test_id: str, errors: list[str]) -> bool:
-    sign = BEYOND_THE_MODEL.get(test_id)
-    return sign is not None and bool(errors) and all(sign in error for error in errors)
+    signs = [sign for sign in (BEYOND_THE_MODEL.get(test_id), CUT_BY_THE_CLAMP) if sign is not None]
+    return bool(errors) and any(all(sign in error for error in errors) for sign in signs)
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 900)  # plus the clone, the npm install and the server's start
