@@ -41,10 +41,12 @@ def measure(runtime, ids: list[int], distances: list[int], repeats: int) -> dict
         session = runtime.new_session()
         cold.append(timed(lambda: runtime.prefill(session, ids)))
         for distance in distances:
-            assert runtime.cut_replay_tokens(session, distance) == distance
+            source = runtime.fork(session)  # a fork remembers its point in its source: each from a copy
+            assert runtime.cut_replay_tokens(source, distance) == distance
             made = []
-            forks[distance].append(timed(lambda: made.append(runtime.fork(session, distance))))
+            forks[distance].append(timed(lambda: made.append(runtime.fork(source, distance))))
             runtime.release(made[0])
+            runtime.release(source)
         runtime.release(session)
     kv_per_token = runtime.pool.bytes_per_token
     snapshot = runtime.state_bytes(len(ids)) - len(ids) * kv_per_token  # a chunk's aux: one snapshot, as stored

@@ -25,7 +25,8 @@ from kvgate.models.qwen3_5.arch import Qwen35Arch
 
 STATE = "qwen3_5_state"  # session.aux key: tuple[LayerState, ...] at the session's length
 SNAPSHOTS = "qwen3_5_snapshots"  # session.aux key: {position: tuple[LayerState, ...]}
-LOOSE_SNAPSHOTS = 4  # snapshots kept off the stride (ends of prompts and outputs), the newest ones
+LOOSE_SNAPSHOTS = 4  # snapshots kept off the stride: the session's end and the 3 recorded last (ends of
+# prompts and outputs, chunk ends of a backup, fork points remembered)
 
 
 @attrs.frozen
@@ -62,11 +63,14 @@ def snapshots(session: Session) -> dict[int, tuple[LayerState, ...]]:
 
 
 def keep_snapshot(session: Session, position: int, states: tuple[LayerState, ...], stride: int) -> None:
-    """Record the states at ``position``; of the snapshots off the stride only the newest are kept."""
+    """Record the states at ``position``; of the snapshots off the stride the last one (the session's
+    end) and the most recently recorded others are kept."""
     taken = snapshots(session)
-    taken[position] = states
-    loose = sorted(p for p in taken if p % stride)
-    for old in loose[:-LOOSE_SNAPSHOTS]:
+    taken.pop(position, None)
+    taken[position] = states  # the dict's order is the order of recording
+    last = max(taken)
+    loose = [p for p in taken if p % stride and p != last]
+    for old in loose[:-(LOOSE_SNAPSHOTS - 1)]:
         del taken[old]
 
 

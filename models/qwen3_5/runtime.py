@@ -152,7 +152,10 @@ class Qwen35Runtime(ModelRuntime):
         fork = self.paged.fork(session, length)
         if fork.length == session.length and linear_state.held(session) is not None:
             linear_state.keep_snapshot(session, session.length, linear_state.held(session), self.state_stride)
+        replayed = self.cut_replay_tokens(session, fork.length)
         self._rebuild(fork, linear_state.snapshots(session), linear_state.held(session), session.length)
+        if replayed:  # the next fork at this point (another conversation on the same system prompt) replays nothing
+            linear_state.keep_snapshot(session, fork.length, linear_state.held(fork), self.state_stride)
         return fork
 
     def truncate(self, session: Session, length: int) -> None:

@@ -37,10 +37,12 @@ def measured_fork(runtime, session, length):
 def test_qwen3_5_announces_what_a_fork_and_a_truncation_replay(qwen):
     session = qwen.new_session()
     qwen.prefill(session, PROMPT)  # snapshots at the stride (64, 128) and at the end (150)
+    kept = [0, 64, 128, 150]  # and each fork's point once a fork replayed there
     for length in CUTS:
         announced = qwen.cut_replay_tokens(session, length)
         fork, replayed = measured_fork(qwen, session, length)
-        assert announced == replayed == length - max(p for p in (0, 64, 128, 150) if p <= length), length
+        assert announced == replayed == length - max(p for p in kept if p <= length), length
+        kept.append(length)
         whole, _ = measured_fork(qwen, session, None)
         announced = qwen.cut_replay_tokens(whole, length)
         before = qwen.replayed_tokens
@@ -58,7 +60,8 @@ def test_qwen3_5_auxiliary_bytes_count_shared_snapshots_once(qwen):
     fork = qwen.fork(session, 100)  # shares the snapshot at 64
     alone, forked = qwen.aux_state_bytes([session]), qwen.aux_state_bytes([fork])
     assert alone > 0 and forked > 0
-    assert max(alone, forked) < qwen.aux_state_bytes([session, fork]) < alone + forked
+    # the session remembers the fork's point: the fork's state is that snapshot, its 64 one shared too
+    assert forked < alone == qwen.aux_state_bytes([session, fork]) < alone + forked
     assert qwen.session_bytes(session) > alone  # the blocks besides
     qwen.release(fork)
     assert qwen.aux_state_bytes([fork]) == 0

@@ -90,10 +90,12 @@ def test_fork_and_truncate_at_unaligned_lengths_equal_a_cold_prefill(tiny, deter
     base = runtime.new_session()
     runtime.prefill(base, PROMPT[:140] + [5, 6, 7])  # snapshots at 64, 128 (stride) and 143 (the end)
     assert sorted(linear_state.snapshots(base)) == [64, 128, 143]
+    kept = [0, 64, 128]  # and each fork's point once it replayed there
     for length in (0, 3, 64, 70, 129, 140):
         before = runtime.replayed_tokens
         fork = runtime.fork(base, length)
-        assert runtime.replayed_tokens - before == length - max([0, 64, 128][:1 + length // 64])
+        assert runtime.replayed_tokens - before == length - max(p for p in kept if p <= length)
+        kept.append(length)
         if length:
             assert same(runtime.prefill(fork, PROMPT[length:], all_logits=True), whole[length:], deterministic)
         truncated = runtime.fork(base)
@@ -172,6 +174,24 @@ def test_an_interrupted_prefill_leaves_the_session_as_it_was(runtime, whole):
         runtime.prefill(session, PROMPT[50:], interrupted=lambda: True)
     assert session.length == 50 and linear_state.held(session) is held
     assert torch.equal(runtime.prefill(session, PROMPT[50:], all_logits=True), whole[50:])
+
+
+def test_a_second_fork_at_the_same_token_replays_nothing_and_the_end_snapshot_stays(tiny, whole):
+    runtime = load_tiny_qwen3_5(tiny[0], state_stride=64)
+    base = runtime.new_session()
+    runtime.prefill(base, PROMPT[:140])
+    for point in (101, 103, 105, 107, 109):  # more fork points than loose snapshots are kept
+        forks, replayed = [], []
+        for _ in range(2):
+            before = runtime.replayed_tokens
+            forks.append(runtime.fork(base, point))
+            replayed.append(runtime.replayed_tokens - before)
+        assert replayed[0] > 0 and replayed[1] == 0, replayed
+        for fork in forks:
+            assert torch.equal(runtime.prefill(fork, PROMPT[point:point + 4], all_logits=True), whole[point:point + 4])
+            runtime.release(fork)
+    assert sorted(linear_state.snapshots(base)) == [64, 105, 107, 109, 128, 140]  # the 3 recorded last
+    assert runtime.cut_replay_tokens(base, 140) == 0
 
 
 def test_a_cut_into_the_last_prefill_replays_only_from_its_start(runtime, whole):
