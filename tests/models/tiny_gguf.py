@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -28,18 +29,31 @@ _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight"
            "lm_head.weight": "output.weight"}
 
 
-def gguf_tensors(tensors: dict[str, np.ndarray], experts: int, glm: bool, config: dict) -> dict[str, np.ndarray]:
-    names = dict(_NAMES, post_attention_layernorm="post_attention_norm") if glm else _NAMES
-    out, stacked = {}, {}
+def layer_tensors(tensors: dict[str, np.ndarray], global_names: dict[str, str],
+                  out: dict[str, np.ndarray]) -> Iterator[tuple[str, str, np.ndarray]]:
+    """Each layer tensor but the experts' as (layer, its name inside the layer, value). Global
+    tensors go into ``out`` under ``global_names``; the experts, once all are read, stacked per layer
+    and projection as llama.cpp stores them (``blk.N.ffn_{gate,up,down}_exps.weight``)."""
+    stacked: dict[tuple[str, str], dict[int, np.ndarray]] = {}
     for name, value in tensors.items():
-        if name in _GLOBAL:
-            out[_GLOBAL[name]] = value
+        if name in global_names:
+            out[global_names[name]] = value
             continue
         layer, rest = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name).groups()
         expert = re.fullmatch(r"mlp\.experts\.(\d+)\.(\w+)_proj\.weight", rest)
         if expert:
             stacked.setdefault((layer, expert.group(2)), {})[int(expert.group(1))] = value
-        elif rest == "mlp.gate.e_score_correction_bias":
+        else:
+            yield layer, rest, value
+    for (layer, kind), parts in stacked.items():
+        out[f"blk.{layer}.ffn_{kind}_exps.weight"] = np.stack([parts[e] for e in range(len(parts))])
+
+
+def gguf_tensors(tensors: dict[str, np.ndarray], glm: bool, config: dict) -> dict[str, np.ndarray]:
+    names = dict(_NAMES, post_attention_layernorm="post_attention_norm") if glm else _NAMES
+    out: dict[str, np.ndarray] = {}
+    for layer, rest, value in layer_tensors(tensors, _GLOBAL, out):
+        if rest == "mlp.gate.e_score_correction_bias":
             out[f"blk.{layer}.exp_probs_b.bias"] = value
         elif rest == "self_attn.kv_b_proj.weight":
             nope = config["qk_nope_head_dim"]
@@ -49,8 +63,6 @@ def gguf_tensors(tensors: dict[str, np.ndarray], experts: int, glm: bool, config
         else:
             base, suffix = rest.rsplit(".", 1)
             out[f"blk.{layer}.{names[base]}.{suffix}"] = value
-    for (layer, kind), parts in stacked.items():
-        out[f"blk.{layer}.ffn_{kind}_exps.weight"] = np.stack([parts[e] for e in range(experts)])
     return out
 
 
@@ -101,7 +113,7 @@ def write_tiny_gguf(directory: Path, path: Path) -> Path:
         head_dim = config["head_dim"]
         writer.add_rope_dimension_count(int(head_dim * config["rope_parameters"]["partial_rotary_factor"]))
         writer.add_nextn_predict_layers(1)
-    tensors = gguf_tensors(load_file(str(directory / "model.safetensors")), experts, glm, config)
+    tensors = gguf_tensors(load_file(str(directory / "model.safetensors")), glm, config)
     if glm:  # a stand-in MTP block: the next-token-prediction layer past the main ones
         tensors[f"blk.{layers}.nextn.eh_proj.weight"] = np.zeros((config["hidden_size"], 2 * config["hidden_size"]))
         tensors[f"blk.{layers}.attn_norm.weight"] = np.ones(config["hidden_size"])

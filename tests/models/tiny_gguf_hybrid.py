@@ -7,13 +7,12 @@ reordered from grouped by key head to tiled."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
 
-from tests.models.tiny_gguf import finish_gguf
+from tests.models.tiny_gguf import finish_gguf, layer_tensors
 
 ARCHES = {"qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "qwen3_next": "qwen3next"}
 _NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
@@ -62,24 +61,15 @@ def _linear(kind: str, value: np.ndarray, c: dict) -> dict[str, np.ndarray]:
 
 
 def gguf_tensors(tensors: dict[str, np.ndarray], c: dict) -> dict[str, np.ndarray]:
-    out, stacked = {"output_norm.weight": tensors.pop("model.norm.weight") + 1}, {}
-    for name, value in tensors.items():
-        if name in _GLOBAL:
-            out[_GLOBAL[name]] = value
-            continue
-        layer, rest = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name).groups()
-        expert = re.fullmatch(r"mlp\.experts\.(\d+)\.(\w+)_proj\.weight", rest)
-        if expert:
-            stacked.setdefault((layer, expert.group(2)), {})[int(expert.group(1))] = value
-        elif rest.startswith("linear_attn.") and not rest.startswith("linear_attn.norm"):
+    out = {"output_norm.weight": tensors.pop("model.norm.weight") + 1}
+    for layer, rest, value in layer_tensors(tensors, _GLOBAL, out):
+        if rest.startswith("linear_attn.") and not rest.startswith("linear_attn.norm"):
             for kind, part in _linear(rest.removeprefix("linear_attn."), value, c).items():
                 out[f"blk.{layer}.{kind}"] = part
         else:
             base, suffix = rest.rsplit(".", 1)
             scale = base.endswith("norm") and base != "linear_attn.norm"
             out[f"blk.{layer}.{_NAMES[base]}.{suffix}"] = value + 1 if scale else value
-    for (layer, kind), parts in stacked.items():
-        out[f"blk.{layer}.ffn_{kind}_exps.weight"] = np.stack([parts[e] for e in range(len(parts))])
     return out
 
 

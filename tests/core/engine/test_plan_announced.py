@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from kvgate.core.config import EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import Planned, PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.types import SamplingParams
-
-
-@pytest.fixture
-def engine(smollm2_runtime):
-    engine = Engine(smollm2_runtime, EngineConfig())
-    engine.start()
-    yield engine
-    engine.stop()
 
 
 async def messages(engine: Engine, announce: bool) -> list:

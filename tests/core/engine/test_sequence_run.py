@@ -8,20 +8,11 @@ import asyncio
 
 import pytest
 
-from kvgate.core.config import EngineConfig
 from kvgate.core.engine.engine import Engine
 from kvgate.core.engine.sequence import PrefillDone, Sequence, SequenceDone, TokenOut
 from kvgate.core.engine.sequence_run import SequenceRun
 from kvgate.core.errors import Overloaded
 from kvgate.core.types import SamplingParams
-
-
-@pytest.fixture
-def engine(smollm2_runtime):
-    engine = Engine(smollm2_runtime, EngineConfig())
-    engine.start()
-    yield engine
-    engine.stop()
 
 
 def sequence(run: SequenceRun, max_tokens: int) -> Sequence:
