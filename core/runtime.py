@@ -155,6 +155,16 @@ class ModelRuntime(abc.ABC):
         cache reports it per hit. 0 here: per-token state cuts exactly."""
         return 0
 
+    def mark_boundaries(self, session: Session, positions: Sequence[int]) -> None:
+        """Where messages end in the prompt about to be prefilled into ``session``: ascending
+        absolute positions past its length (the end of the system prompt with the tools, of each
+        turn), with those where the cache will pin a marked prefix (a fork there). A later request
+        most likely parts from this one there (a sibling conversation on the same system prompt,
+        an edited last turn). The engine calls it once, when the cache has
+        attached the session and before the prompt's first prefill. A runtime whose state cannot be
+        cut keeps snapshots there as its prefill passes them, so a fork at one replays nothing.
+        Nothing here: per-token state cuts exactly anywhere."""
+
     def aux_state_bytes(self, sessions: Sequence[Session]) -> int:
         """Real bytes of the auxiliary state ``sessions`` hold beside their blocks (recurrent
         states and their snapshots, entries, raw tails), what they share counted once. 0 here."""

@@ -8,6 +8,7 @@ q, then all k, then all v: Qwen3.5's ``in_proj_qkv``) and ``attn_gate`` (z) and 
 fused per key head (``ssm_ba``). For Qwen3.5 and Qwen3.5-MoE it reorders the value heads from grouped
 by key head to tiled (``[k0 v0, k1 v0, ..., k0 v1, ...]``) in every tensor that has them; that is
 undone here. A Qwen3.5 MTP block (past ``block_count - nextn_predict_layers``) is left.
+:mod:`kvgate.models.gguf_hybrid_q4` runs the same renames and reorders on Q4 projections' 4-bit parts.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ PLAIN = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "
          "ffn_down_shexp": "mlp.shared_expert.down_proj"}
 SCALES = {"attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
           "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}  # stored as 1 + w
-_TENSOR = re.compile(r"blk\.(\d+)\.(\w+?)(?:\.(weight|bias))?")
+TENSOR = re.compile(r"blk\.(\d+)\.(\w+?)(?:\.(weight|bias))?")
 
 
 def family_config(meta: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def hf_tensors(gguf_name: str, values: np.ndarray, config: dict[str, Any],
     """The Hugging Face tensors of one GGUF tensor of a hybrid model (none for an MTP block)."""
     if gguf_name == "output_norm.weight":
         return {"model.norm.weight": values - 1}
-    match = _TENSOR.fullmatch(gguf_name)
+    match = TENSOR.fullmatch(gguf_name)
     if not match or "_exps" in gguf_name:
         if match and match.group(2) == "ffn_gate_up_exps":
             return _split_gate_up(match.group(1), values, config)

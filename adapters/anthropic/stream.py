@@ -8,8 +8,13 @@ Wire order::
       content_block_delta*                   text_delta | thinking_delta (+ one signature_delta
                                              before a thinking block's stop) | input_json_delta
     content_block_stop {index: i}
-    message_delta {stop_reason, stop_sequence, usage{output_tokens, input_tokens, cache_*}}
+    message_delta {stop_reason, stop_sequence, usage{output_tokens, input_tokens, cache_*, kvgate}}
     message_stop
+
+The final usage (``message_delta``'s, so the non-streaming message's) carries ``kvgate:
+{cached_tokens_device, cached_tokens_ssd, replayed_tokens}``: where the cache-read tokens came from,
+and the tokens a hybrid model ran again to cut its recurrent state at the hit's length.
+``message_start``'s has none: it is sent before the cut, when the replayed count is not known yet.
 
 ``input_json_delta`` fragments are forwarded while they remain a prefix of one JSON object; at
 the call's end the rest is sent, so the fragments always concatenate to the JSON of ``input``.
@@ -46,6 +51,13 @@ def usage_fields(usage: Usage) -> dict[str, Any]:
         fields["cache_creation"] = {f"ephemeral_{ttl}_input_tokens": usage.cache_written.get(ttl, 0)
                                     for ttl in ("5m", "1h")}
     return fields
+
+
+def final_usage_fields(usage: Usage) -> dict[str, Any]:
+    """``message_delta``'s usage: :func:`usage_fields` and kvgate's split of the cached tokens."""
+    return {**usage_fields(usage), "kvgate": {"cached_tokens_device": usage.cached_tokens_device,
+                                              "cached_tokens_ssd": usage.cached_tokens_ssd,
+                                              "replayed_tokens": usage.replayed_tokens}}
 
 
 def message_shell(message_id: str, model: str, started: Started) -> dict[str, Any]:
@@ -109,7 +121,7 @@ class MessageStream:
         if self.completed_calls and not truncated_call and reason in ("end_turn", "max_tokens"):
             reason = "tool_use"  # complete calls are there to be run, even if output went on after them
         delta = {"stop_reason": reason, "stop_sequence": event.stop_sequence if reason == "stop_sequence" else None}
-        data = {"type": "message_delta", "delta": delta, "usage": usage_fields(event.usage)}
+        data = {"type": "message_delta", "delta": delta, "usage": final_usage_fields(event.usage)}
         if event.relaxed:  # kvgate's extension: schema keywords the fence did not enforce
             data["kvgate"] = {"relaxed_schema": list(event.relaxed)}
         if event.guard_stop:  # kvgate's extension: the loop guard, not the model, ended the turn

@@ -4,7 +4,11 @@ Usage always carries both detail objects with integers (Codex fails to parse ``r
 when a details object lacks its inner key)::
 
     {"input_tokens", "input_tokens_details": {"cached_tokens", "cache_write_tokens"},
-     "output_tokens", "output_tokens_details": {"reasoning_tokens"}, "total_tokens"}
+     "output_tokens", "output_tokens_details": {"reasoning_tokens"}, "total_tokens",
+     "kvgate": {"cached_tokens_device", "cached_tokens_ssd", "replayed_tokens"}}
+
+``kvgate`` says where the cached input tokens came from (``cached_tokens`` is their sum) and how many
+tokens a hybrid model ran again to cut its recurrent state at the hit's length, as Chat Completions does.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ def usage_object(usage: Usage) -> dict[str, Any]:
         "output_tokens": int(usage.completion_tokens),
         "output_tokens_details": {"reasoning_tokens": int(usage.reasoning_tokens)},
         "total_tokens": int(usage.total_tokens),
+        "kvgate": {"cached_tokens_device": int(usage.cached_tokens_device),
+                   "cached_tokens_ssd": int(usage.cached_tokens_ssd), "replayed_tokens": int(usage.replayed_tokens)},
     }
 
 

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from kvgate.core.config import EngineConfig
 from kvgate.core.engine import steps
 from kvgate.core.engine.null_cache import NullCache
+from kvgate.core.engine.message_ends import prompt_boundaries
 from kvgate.core.engine.prefill_progress import PrefillProgress
 from kvgate.core.engine.drafter_choice import choose_drafter, drafter_registry
 from kvgate.core.engine.prefill_schedule import PREFILL_SLICE_S, PrefillPace, PrefillSchedule
@@ -198,6 +199,8 @@ class Engine:
 
     def _attach(self, seq: Sequence) -> None:
         seq.session = self.cache.attach(seq.plan)
+        self.runtime.mark_boundaries(seq.session, prompt_boundaries(seq.prompt, self.runtime.info.eos_token_ids,
+                                                                    seq.session.length, seq.plan.retained_marks))
         seq.phase = Phase.PREFILL
         seq.mark("attached")
         if seq.announce_plan:

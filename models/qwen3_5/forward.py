@@ -47,6 +47,7 @@ class PrefillResult:
 class Qwen35Forward:
     attention_kernel = None  # no own CPU kernels: the host's fingerprint reads these
     norm_kernel = None
+    keep_hidden = False  # set by an attached MTP head (kvgate.models.kv_forward.HiddenKeeping)
 
     def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, pool: KVPool, rotary: Rotary,
                  fp32_attention_keys: Optional[int], deterministic: bool):
@@ -82,8 +83,16 @@ class Qwen35Forward:
         return invariant(torch.sigmoid, self._linear(x, shared.gate)) * self._swiglu(x, shared.gate_up, shared.down)
 
     def _head(self, x: torch.Tensor, all_rows: bool) -> torch.Tensor:
+        if self.keep_hidden:  # every row's input to the output head, for the MTP head (:mod:`.mtp_head`)
+            self.hidden = self._norm(x, self.weights.norm)
+            return self._linear(self.hidden if all_rows else self.hidden[-1:], self.weights.lm_head).float()
         x = x if all_rows else x[-1:]
         return self._linear(self._norm(x, self.weights.norm), self.weights.lm_head).float()
+
+    def take_hidden(self) -> torch.Tensor:
+        """The hidden states kept by the last pass (with :attr:`keep_hidden`), handed over once."""
+        hidden, self.hidden = self.hidden, None
+        return hidden
 
     def _qkv(self, x: torch.Tensor, attn: FullAttention, cos, sin):
         """q [n, heads, dim], its gate [n, heads * dim], k and v [n, kv_heads, dim] (q and k rotated)."""

@@ -55,7 +55,8 @@ class LinearMixer:
     def prefill(self, x: torch.Tensor, state: LayerState, start: int,
                 wanted: Sequence[int]) -> tuple[torch.Tensor, LayerState, dict[int, LayerState]]:
         """The mixer's output for rows x at [start, start + n), the state after them, and the states at
-        the chunk boundaries in ``wanted`` that fall inside (start, start + n)."""
+        the positions in ``wanted`` that fall inside (start, start + n): at a chunk boundary read off
+        the chunked pass, elsewhere the open chunk up to it solved again (:meth:`_inside_chunk`)."""
         n, size, keep = x.shape[0], self.arch.chunk_size, self.arch.conv_kernel - 1
         mixed, z, gates = self._inputs(x)
         history = torch.cat([state.conv, mixed])
@@ -66,13 +67,21 @@ class LinearMixer:
         whole = open_rows.shape[0] // size
         new = LayerState(history[history.shape[0] - keep:].clone(), states[whole - 1] if whole else state.base,
                          open_rows[whole * size:].clone(), open_gates[whole * size:].clone(), states[-1])
-        taken = {}
-        for i in range(whole):
-            position = start - opened + (i + 1) * size
-            if position in wanted and position < start + n:
-                conv = history[position - start:position - start + keep].clone()
-                taken[position] = new.at_boundary(conv, states[i])
+        taken, origin = {}, start - opened  # origin: the position of open_rows[0], a chunk start
+        for position in sorted(p for p in wanted if start < p < start + n):
+            chunk, into = divmod(position - origin, size)
+            conv = history[position - start:position - start + keep].clone()
+            base = states[chunk - 1] if chunk else state.base
+            taken[position] = (new.at_boundary(conv, base) if not into else
+                               self._inside_chunk(conv, base, open_rows[chunk * size:chunk * size + into],
+                                                  open_gates[chunk * size:chunk * size + into]))
         return self._output(core[opened:], z), new, taken
+
+    def _inside_chunk(self, conv, base: torch.Tensor, rows: torch.Tensor, gates: torch.Tensor) -> LayerState:
+        """The state inside a chunk, as a prefill ending there holds it: the open rows solved from
+        ``base`` as one padded chunk (the same products as that prefill's last chunk)."""
+        _, states = chunked(*self._prepared(rows, gates), base, self.arch.chunk_size)
+        return LayerState(conv, base, rows.clone(), gates.clone(), states[-1])
 
     def decode(self, x: torch.Tensor, states: Sequence[LayerState]) -> tuple[torch.Tensor, list[LayerState]]:
         """One row per session: the mixer's outputs [B, hidden] and each session's new state."""

@@ -11,6 +11,10 @@ A snapshot is the tuple of every linear layer's state at one position, kept in `
 under :data:`SNAPSHOTS`. Its size does not grow with the position: per linear layer
 ``v_heads * k_dim * v_dim`` fp32 twice (``base`` and ``current``, one tensor at a chunk boundary),
 ``(kernel - 1) * conv_dim`` inputs and fewer than ``chunk_size`` open rows (:func:`state_bytes`).
+
+Message ends the host marks (:func:`mark_boundaries`) are taken as snapshots when a prefill passes
+them. The first one a session holds (the end of the system prompt with the tools, where sibling
+conversations part) is kept apart from the loose snapshots, so later ones never push it out.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from kvgate.models.qwen3_5.arch import Qwen35Arch
 STATE = "qwen3_5_state"  # session.aux key: tuple[LayerState, ...] at the session's length
 SNAPSHOTS = "qwen3_5_snapshots"  # session.aux key: {position: tuple[LayerState, ...]}
 LOOSE_SNAPSHOTS = 4  # snapshots kept off the stride: the session's end and the 3 recorded last (ends of
-# prompts and outputs, chunk ends of a backup, fork points remembered)
+# prompts and outputs, chunk ends of a backup, fork points remembered, message ends)
+BOUNDARIES = "qwen3_5_boundaries"  # session.aux key: message ends ahead, to snapshot as the prefill passes them
+FIRST_BOUNDARY = "qwen3_5_first_boundary"  # session.aux key: the position of the snapshot kept off the cap
 
 
 @attrs.frozen
@@ -68,10 +74,33 @@ def keep_snapshot(session: Session, position: int, states: tuple[LayerState, ...
     taken = snapshots(session)
     taken.pop(position, None)
     taken[position] = states  # the dict's order is the order of recording
-    last = max(taken)
-    loose = [p for p in taken if p % stride and p != last]
+    last, first_boundary = max(taken), session.aux.get(FIRST_BOUNDARY)
+    loose = [p for p in taken if p % stride and p != last and p != first_boundary]
     for old in loose[:-(LOOSE_SNAPSHOTS - 1)]:
         del taken[old]
+
+
+def mark_boundaries(session: Session, positions) -> None:
+    """Snapshot, of the message ends past the session's length, the last ones the loose cap keeps
+    beside the prompt's end and, while the session holds no first boundary's snapshot, the first."""
+    ahead = sorted({int(p) for p in positions if p > session.length})
+    chosen = set(ahead[-(LOOSE_SNAPSHOTS - 2):]) if ahead else set()
+    if ahead and session.aux.get(FIRST_BOUNDARY) not in snapshots(session):
+        session.aux[FIRST_BOUNDARY] = ahead[0]
+        chosen.add(ahead[0])
+    session.aux[BOUNDARIES] = sorted(chosen)
+
+
+def boundaries_in(session: Session, start: int, end: int) -> list[int]:
+    """The marked message ends inside a prefill of ``[start, end)`` (its end is kept anyway)."""
+    return [p for p in session.aux.get(BOUNDARIES, ()) if start < p < end]
+
+
+def inherit_first_boundary(fork: Session, source: Session) -> None:
+    """``fork`` keeps ``source``'s first boundary apart too when it holds that snapshot."""
+    position = source.aux.get(FIRST_BOUNDARY)
+    if position is not None and position in snapshots(fork):
+        fork.aux[FIRST_BOUNDARY] = position
 
 
 def nearest(session: Session, position: int) -> tuple[int, Optional[tuple[LayerState, ...]]]:

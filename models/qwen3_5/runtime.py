@@ -5,12 +5,15 @@ head_dim]``, the Llama layout over those layers only). Per session, ``session.au
 linear layer's state at the session's length and snapshots of it at chosen positions
 (:mod:`.linear_state`): the start and the end of each prefill (a prompt; a speculative step's
 drafts), the end of a fork's source (an output the cache takes), every
-:attr:`Qwen35Runtime.state_stride` tokens. The snapshots stay inside the
-runtime, behind the host's existing contract (as DeepSeek V4's raw tails do): a fork, a truncation
-or an export at a position restores the nearest snapshot at or before it and replays the tokens in
-between (a forward that writes no K/V); :attr:`replayed_tokens` counts them, and the host asks
-ahead how many a cut would run (:meth:`cut_replay_tokens`). ``[cache] state_stride`` sets the
-stride (:meth:`set_state_stride`).
+:attr:`Qwen35Runtime.state_stride` tokens, and the message ends and pinned marks the host names
+(:meth:`Qwen35Runtime.mark_boundaries`, taken inside the prefill that passes them). The
+snapshots stay inside the runtime, behind the host's existing contract (as DeepSeek V4's raw
+tails do): a fork, a truncation or an export at a position restores the nearest snapshot at or
+before it and replays the tokens in between (a forward that writes no K/V);
+:attr:`replayed_tokens` counts them, and the host asks ahead how many a cut would run
+(:meth:`cut_replay_tokens`). ``[cache] state_stride`` sets the stride (:meth:`set_state_stride`).
+With ``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.mtp_head`), fed
+the forward's final hidden states after every pass.
 
 A chunk ``[start, end)`` (:mod:`kvgate.models.chunk_frames`): its per-token bytes the tokens'
 full-attention K/V, its aux bytes the linear layers' state at ``end`` (:mod:`.state_chunks`).
@@ -23,18 +26,21 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from kvgate.core.runtime import ModelInfo, ModelRuntime, PrefillInterrupted, Session
+from kvgate.core.runtime import DraftHead, ModelInfo, ModelRuntime, PrefillInterrupted, Session
 from kvgate.models import chunk_frames
 from kvgate.models.fingerprint import runtime_fingerprint
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.loading import Family
+from kvgate.models.mtp.head import advance_decoded
 from kvgate.models.paged_kv import PagedKV
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.qwen3_5 import linear_state, state_chunks
 from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, NEXT_ARCHITECTURES, Qwen35Arch
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.linear_state import LayerState
+from kvgate.models.qwen3_5.mtp_head import Qwen35MtpHead
+from kvgate.models.qwen3_5.mtp_weights import mtp_weights_from_hf
 from kvgate.models.qwen3_5.quantize import quantize_weights
 from kvgate.models.qwen3_5.weights import Qwen35Weights, read_weights
 from kvgate.models.rope import Rotary
@@ -50,6 +56,7 @@ class Qwen35Runtime(ModelRuntime):
     # a cut replays at most this many tokens, and a snapshot costs every linear layer's state
     # (see :mod:`.linear_state`); [cache] state_stride sets it (its default measured: README)
     state_stride = 4096
+    mtp: Optional[Qwen35MtpHead] = None  # the checkpoint's MTP layer with [engine] speculative = "mtp"
 
     def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, info: ModelInfo, tokenizer,
                  chat_template: Optional[str], special_tokens: dict[str, str], block_size: int = 16,
@@ -66,6 +73,13 @@ class Qwen35Runtime(ModelRuntime):
                                      deterministic)
         self.replays = self.replayed_tokens = 0
         self._fingerprint: Optional[str] = None
+
+    def attach_mtp(self, weights) -> None:
+        """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
+        self.mtp, self.forward.keep_hidden = Qwen35MtpHead(self.forward, weights), True
+
+    def draft_head(self) -> Optional[DraftHead]:
+        return self.mtp
 
     def invariant_arithmetic(self) -> bool:
         """Aligned delta-rule chunks, invariant attention, padded products and activations, the
@@ -107,6 +121,10 @@ class Qwen35Runtime(ModelRuntime):
         if length == session.length and linear_state.held(session) is not None:
             return 0
         return length - linear_state.nearest(session, length)[0]
+
+    def mark_boundaries(self, session: Session, positions: Sequence[int]) -> None:
+        """Snapshots at message ends the prefill passes (:func:`.linear_state.mark_boundaries`)."""
+        linear_state.mark_boundaries(session, positions)
 
     def aux_state_bytes(self, sessions: Sequence[Session]) -> int:
         return linear_state.sessions_state_bytes(sessions)
@@ -154,8 +172,11 @@ class Qwen35Runtime(ModelRuntime):
             linear_state.keep_snapshot(session, session.length, linear_state.held(session), self.state_stride)
         replayed = self.cut_replay_tokens(session, fork.length)
         self._rebuild(fork, linear_state.snapshots(session), linear_state.held(session), session.length)
+        linear_state.inherit_first_boundary(fork, session)
         if replayed:  # the next fork at this point (another conversation on the same system prompt) replays nothing
             linear_state.keep_snapshot(session, fork.length, linear_state.held(fork), self.state_stride)
+        if self.mtp is not None:
+            self.mtp.fork(session, fork)
         return fork
 
     def truncate(self, session: Session, length: int) -> None:
@@ -164,6 +185,8 @@ class Qwen35Runtime(ModelRuntime):
         taken, held, held_at = linear_state.snapshots(session), linear_state.held(session), session.length
         self.paged.truncate(session, length)
         self._rebuild(session, taken, held, held_at)
+        if self.mtp is not None:
+            self.mtp.truncate(session)
 
     def release(self, session: Session) -> None:
         self.paged.release(session)
@@ -178,7 +201,7 @@ class Qwen35Runtime(ModelRuntime):
     def prefill(self, session: Session, tokens: Sequence[int], all_logits: bool = False,
                 interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:
         start, end = session.length, session.length + len(tokens)
-        wanted = self._stride_points(start, end)
+        wanted = self._stride_points(start, end) + linear_state.boundaries_in(session, start, end)
         ids = self.paged.claim_prefill(session, tokens)
         new_slots = self.paged.slots(session, start, end)
         try:
@@ -191,6 +214,8 @@ class Qwen35Runtime(ModelRuntime):
             result.snapshots.setdefault(start, linear_state.held(session))  # replays only what it keeps
         session.tokens.extend(int(t) for t in tokens)
         self._settle(session, result.states, result.snapshots)
+        if self.mtp is not None:
+            self.mtp.advance(session, start, self.forward.take_hidden())
         return result.logits if all_logits else result.logits[0]
 
     @torch.inference_mode()
@@ -211,6 +236,8 @@ class Qwen35Runtime(ModelRuntime):
             session.aux[linear_state.STATE] = new
             if session.length % self.state_stride == 0:
                 linear_state.keep_snapshot(session, session.length, new, self.state_stride)
+        if self.mtp is not None:
+            advance_decoded(self.mtp, self.forward.take_hidden(), sessions)
         return logits
 
     # --- state as bytes -------------------------------------------------------------------------
@@ -245,8 +272,8 @@ class Qwen35Runtime(ModelRuntime):
 
 
 QWEN3_5 = Family("Qwen3.5", {*ARCHITECTURES, "qwen35"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
-                 quantize=quantize_weights)
+                 mtp_weights_from_hf, quantize_weights)
 QWEN3_5_MOE = Family("Qwen3.5-MoE", {*MOE_ARCHITECTURES, "qwen35moe"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
-                     quantize=quantize_weights)
+                     mtp_weights_from_hf, quantize_weights)
 QWEN3_NEXT = Family("Qwen3-Next", {*NEXT_ARCHITECTURES, "qwen3next"}, Qwen35Arch.from_hf_config, Qwen35Runtime, read_weights,
-                    quantize=quantize_weights)
+                    mtp_weights_from_hf, quantize_weights)

@@ -5,7 +5,8 @@ Projections take the runtime dtype (``[model] weights`` int8 / int4 packs them o
 ``1 + weight`` in fp32 (transformers multiplies in fp32); ``A_log`` and ``dt_bias`` are rounded to the
 runtime dtype, then held in fp32 (as transformers computes the decay). A
 ``Qwen3_5ForConditionalGeneration`` checkpoint's language model is read from under
-``model.language_model.``; its vision tower (``model.visual.``) and an MTP layer (``mtp.``) are left.
+``model.language_model.``; its vision tower (``model.visual.``) is left, and so is an MTP layer (``mtp.``)
+unless it drafts (``[engine] speculative = "mtp"``: :mod:`.mtp_weights` reads it).
 Qwen3-Next fuses a linear layer's projections per key head (:func:`split_fused_projections`): they
 are split into Qwen3.5's, so both compute the same way.
 """
@@ -18,13 +19,14 @@ from typing import Optional
 import attrs
 import torch
 
+from kvgate.models.gguf_quant import cat_rows
 from kvgate.models.moe.weights import MoeWeights, read_moe
 from kvgate.models.qwen3_5.arch import LINEAR, Qwen35Arch
 from kvgate.models.quant_linear import Int4Weight, Int8Weight
 
 log = logging.getLogger("kvgate")
 QUANTIZED = (Int4Weight, Int8Weight)
-LEFT = ("model.visual.", "mtp.")  # checkpoint parts this runtime does not serve
+LEFT = ("model.visual.", "mtp.")  # checkpoint parts the main model leaves (the MTP layer: .mtp_weights)
 
 
 @attrs.define
@@ -101,7 +103,7 @@ def language_model_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.
     left = sorted(name for name in tensors if name.startswith(LEFT))
     if left:
         log.info("Qwen3.5: serving the language model; %d tensors of its vision tower / MTP layer are left "
-                 "unloaded (%s, ...)", len(left), left[0])
+                 "unloaded unless [engine] speculative = \"mtp\" drafts with the MTP layer (%s, ...)", len(left), left[0])
     out = {}
     for name, tensor in tensors.items():
         if name.startswith(LEFT):
@@ -180,7 +182,7 @@ def _dense_mlp(arch: Qwen35Arch, index: int, p: str, take) -> tuple[Optional[tor
     if arch.sparse(index):
         return None, None
     hidden, width = arch.hidden_size, arch.intermediate_size
-    gate_up = torch.cat([take(p + "gate_proj.weight", (width, hidden)), take(p + "up_proj.weight", (width, hidden))])
+    gate_up = cat_rows([take(p + "gate_proj.weight", (width, hidden)), take(p + "up_proj.weight", (width, hidden))])
     return gate_up, take(p + "down_proj.weight", (hidden, width))
 
 
@@ -192,7 +194,7 @@ def _moe(arch: Qwen35Arch, p: str, take, tensors) -> tuple[MoeWeights, SharedExp
     moe.check_shapes(arch.moe, arch.hidden_size)
     hidden, width = arch.hidden_size, arch.shared_expert_size
     s = p + "shared_expert."
-    gate_up = torch.cat([take(s + "gate_proj.weight", (width, hidden)), take(s + "up_proj.weight", (width, hidden))])
+    gate_up = cat_rows([take(s + "gate_proj.weight", (width, hidden)), take(s + "up_proj.weight", (width, hidden))])
     return moe, SharedExpert(gate_up, take(s + "down_proj.weight", (hidden, width)),
                              take(p + "shared_expert_gate.weight", (1, hidden)))
 

@@ -83,6 +83,9 @@ def test_repeated_prompt_reports_cache_reads_apart_from_input_tokens(server, cli
     for message in (first, second):
         assert message.usage.input_tokens + message.usage.cache_read_input_tokens == prompt
     assert second.usage.cache_read_input_tokens > 0 and second.usage.input_tokens < prompt
+    split = second.usage.model_extra["kvgate"]  # where the cache reads came from, as in Chat Completions
+    assert split["cached_tokens_device"] + split["cached_tokens_ssd"] == second.usage.cache_read_input_tokens
+    assert split["replayed_tokens"] == 0  # SmolLM2 holds no recurrent state
 
 
 def test_stream_helper_final_message(client):
@@ -103,6 +106,8 @@ def test_raw_stream_rules_on_both_paths(server):
         assert 0 < delta["usage"]["output_tokens"] <= 6
         assert (delta["usage"]["input_tokens"] + delta["usage"]["cache_read_input_tokens"]
                 == start_usage["input_tokens"] + start_usage["cache_read_input_tokens"])
+        # the final usage only: message_start goes out before the replayed count is known
+        assert "kvgate" not in start_usage and set(delta["usage"]["kvgate"]) == {"cached_tokens_device", "cached_tokens_ssd", "replayed_tokens"}
 
 
 def tool_uses(message):

@@ -70,7 +70,8 @@ def test_plain_text_order_usage_and_early_ping():
     delta = [d for n, d in wire if n == "message_delta"][0]
     assert delta["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
     assert delta["usage"] == {"input_tokens": 6, "output_tokens": 3, "cache_creation_input_tokens": 0,
-                              "cache_read_input_tokens": 4}
+                              "cache_read_input_tokens": 4,
+                              "kvgate": {"cached_tokens_device": 4, "cached_tokens_ssd": 0, "replayed_tokens": 0}}
     message = sdk_fold(wire)
     assert message.content[0].text == "Hello!" and message.usage.cache_read_input_tokens == 4
     assert message.usage.input_tokens == 6
@@ -94,7 +95,9 @@ def test_thinking_then_text_then_two_tools():
     folded = fold_message(wire)
     sdk = message.model_dump(exclude_none=True)
     assert folded["content"] == sdk["content"] and folded["stop_reason"] == sdk["stop_reason"]
-    assert folded["usage"] == sdk["usage"]
+    # the SDK keeps only the usage fields it knows from message_delta; kvgate's comes from there too
+    assert {k: v for k, v in folded["usage"].items() if k != "kvgate"} == sdk["usage"]
+    assert folded["usage"]["kvgate"] == [d for n, d in wire if n == "message_delta"][0]["usage"]["kvgate"]
 
 
 def test_tool_stop_reason_even_when_engine_says_stop_or_length():

@@ -52,6 +52,9 @@ def test_sdk_create_text(client):
     assert response.output_text and response.output[0].type == "message"
     assert 0 < response.usage.output_tokens <= 6 and response.usage.input_tokens > 10
     assert response.usage.input_tokens_details.cached_tokens >= 0
+    split = response.usage.model_extra["kvgate"]  # where the cached tokens came from, as in Chat Completions
+    assert split["cached_tokens_device"] + split["cached_tokens_ssd"] == response.usage.input_tokens_details.cached_tokens
+    assert split["replayed_tokens"] == 0  # SmolLM2 holds no recurrent state
     assert response.usage.output_tokens_details.reasoning_tokens == 0
 
 
@@ -86,6 +89,8 @@ def test_raw_events_follow_the_ordering_rules(server):
     texts = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
     assert final["output"][0]["content"][0]["text"] == "".join(texts)
     assert final["usage"]["output_tokens"] == 6 or final["status"] == "completed"
+    completed = [e for e in events if e["type"] in ("response.completed", "response.incomplete")][-1]
+    assert set(completed["response"]["usage"]["kvgate"]) == {"cached_tokens_device", "cached_tokens_ssd", "replayed_tokens"}
 
 
 def test_stored_response_routes(server):

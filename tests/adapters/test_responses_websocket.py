@@ -192,6 +192,9 @@ def test_a_tool_round_trip_keeps_the_tools_and_the_cached_prefix(server, announc
     # all of it from the cache but the last output token, whose KV was never computed
     assert second["usage"]["input_tokens_details"]["cached_tokens"] >= len(seen) - 1
     assert second["usage"]["input_tokens"] == len(second_record["prompt"])
+    split = second["usage"]["kvgate"]
+    assert split["cached_tokens_device"] + split["cached_tokens_ssd"] == second["usage"]["input_tokens_details"]["cached_tokens"]
+    assert split["replayed_tokens"] == 0
     again = third["output"][-1]  # ``required`` needs tools: the conversation's are still in force
     assert again["type"] == "function_call" and again["name"] == "get_weather"
     assert set(json.loads(again["arguments"])) == {"city"}

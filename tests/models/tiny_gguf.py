@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -121,9 +121,12 @@ def write_tiny_gguf(directory: Path, path: Path) -> Path:
     return path
 
 
-def finish_gguf(writer, config: dict, tensors: dict[str, np.ndarray]) -> None:
-    """Write the tests' tokenizer keys (the tiny models' ``w<i>`` vocabulary), ``tensors`` in fp32,
-    and close the file."""
+def finish_gguf(writer, config: dict, tensors: dict[str, np.ndarray],
+                quantized: Optional[Callable[[str, np.ndarray], Any]] = None) -> None:
+    """Write the tests' tokenizer keys (the tiny models' ``w<i>`` vocabulary), ``tensors`` in fp32
+    (or in the GGML type ``quantized(name, values)`` names, where it names one), and close the file."""
+    from gguf.quants import quantize
+
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list([f"w{i}" for i in range(VOCAB)])
@@ -131,7 +134,12 @@ def finish_gguf(writer, config: dict, tensors: dict[str, np.ndarray]) -> None:
     writer.add_bos_token_id(config["bos_token_id"])
     writer.add_eos_token_id(config["eos_token_id"])
     for name, value in tensors.items():
-        writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
+        value = np.ascontiguousarray(value, dtype=np.float32)
+        qtype = quantized(name, value) if quantized else None
+        if qtype is None:
+            writer.add_tensor(name, value)
+        else:
+            writer.add_tensor(name, quantize(value, qtype), raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -73,8 +73,9 @@ def gguf_tensors(tensors: dict[str, np.ndarray], c: dict) -> dict[str, np.ndarra
     return out
 
 
-def write_tiny_hybrid_gguf(directory: Path, path: Path) -> Path:
-    """The GGUF twin of the tiny hybrid Hugging Face model in ``directory``."""
+def write_tiny_hybrid_gguf(directory: Path, path: Path, quantized=None) -> Path:
+    """The GGUF twin of the tiny hybrid Hugging Face model in ``directory`` (``quantized``: as
+    :func:`~tests.models.tiny_gguf.finish_gguf` takes it)."""
     import gguf
 
     c = json.loads((directory / "config.json").read_text())
@@ -100,5 +101,5 @@ def write_tiny_hybrid_gguf(directory: Path, path: Path) -> Path:
         writer.add_expert_used_count(c["num_experts_per_tok"])
         writer.add_expert_feed_forward_length(c["moe_intermediate_size"])
         writer.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
-    finish_gguf(writer, c, gguf_tensors(load_file(str(directory / "model.safetensors")), c))
+    finish_gguf(writer, c, gguf_tensors(load_file(str(directory / "model.safetensors")), c), quantized)
     return path
