@@ -8,9 +8,26 @@ Measurements (each system gets the same prompts, interleaved run by run: A, B, C
 Systems (``--systems``):
   kvgate          one ``kvgate serve`` (tests.harness.ServerProcess), prefix cache off
   llama-server    llama.cpp's server on the same GGUF (bench/llama_server.py builds it on first use,
-                  ~11 minutes on 2 cores); ``-np 1`` for batch-1 and ``-np K`` for the concurrent runs,
-                  each its own process. Skipped with a message when it cannot be built.
+                  ~11 minutes on 2 cores), one process per workload, flags printed at the start.
+                  Skipped with a message when it cannot be built.
   transformers    bf16 ``generate`` in this process on kvgate's converted model (see TransformersPeer)
+
+Both servers run on the same GGUF (``--gguf``: ``q4_1``, the embedded file, by default; ``q4_k_m``,
+made from it by bench/llama_quantize.py; or a path) with the same ``--threads`` (kvgate's ``[model]
+threads``, llama-server's ``-t`` and ``-tb``).
+
+llama-server's flags per workload, and why they are its best for decode:
+  batch-1         ``-np 1``: one slot holds the whole ``-c 8192`` (a 3K prompt fits; more slots only
+                  split the context)
+  K concurrent    ``-np K``: every stream gets a slot, so all K decode in one batch each step; 8,192 / K
+                  tokens a slot hold the short prompts and 256 tokens
+  both            its defaults otherwise: continuous batching on; ``-fa auto`` (flash attention where
+                  the CPU backend supports it); ``-b 2048 -ub 512`` size prompt batches, not decode
+                  steps. Its default OpenMP wait policy: ``OMP_WAIT_POLICY=PASSIVE`` cuts its decode
+                  ~3x (issue 29) and is never set. peers.md's best figures were taken this way. A
+                  check of ``-fa on`` / ``off`` on a busy machine said nothing (llama-server's spinning
+                  threads collapse to a few tok/s when other work holds a core); ``--peer-flags "-fa
+                  off"`` tries one on a quiet machine.
 
 HTTP tokens/s are measured alike for every server: from the first streamed content token to the
 last, over (completion tokens from usage - 1); the concurrent figure sums every stream's tokens
@@ -19,7 +36,10 @@ of ``--repeats`` runs, the ratios kvgate/llama-server and kvgate/transformers, a
 concurrent figure over its batch-1 figure at the first context.
 
     python bench/bench_decode_http.py [--systems kvgate,llama-server,transformers] [--tokens 256]
-        [--contexts 86,1000,3000] [--concurrency 8] [--repeats 3]
+        [--contexts 86,1000,3000] [--concurrency 8] [--repeats 3] [--gguf q4_1|q4_k_m|PATH]
+        [--threads 2] [--peer-flags "..."]
+
+Figures from a busy (shared) machine are not to be reported: run it on a quiet one.
 """
 
 from __future__ import annotations
@@ -35,7 +55,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import httpx
 
@@ -43,7 +63,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from llama_server import PEER_DIR, LlamaServer, llama_server_available  # noqa: E402
+from llama_quantize import resolve_gguf  # noqa: E402
+from llama_server import PEER_DIR, LlamaServer, llama_server_available, merged_args  # noqa: E402
 from tests.harness import ServerProcess  # noqa: E402
 
 PROMPTS = [
@@ -66,6 +87,8 @@ PROSE = (
     "noon, and everyone knew that the weather, not the clock, decided when the day truly began. "
 )
 Decode = Callable[[list[list[dict]], int], tuple[float, int]]  # (chats, tokens) -> (tok/s, prompt tokens)
+# on every llama-server beside -np / -t / -tb: none, its defaults are its best (module docstring)
+PEER_DECODE_FLAGS: list[str] = []
 
 
 def user_chat(text: str) -> list[dict]:
@@ -156,19 +179,33 @@ def converted_model_dir(state_dir: Path) -> str:
     return str(candidates[0].parent)
 
 
-def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path,
-                  concurrency: int) -> tuple[dict[str, Decode], str]:
+def llama_server_flags(streams: int, threads: int, extra: Sequence[str] = ()) -> list[str]:
+    """llama-server's flags for ``streams`` concurrent streams: its best for decode (module docstring)."""
+    return ["-np", str(streams), "-t", str(threads), "-tb", str(threads), *PEER_DECODE_FLAGS, *extra]
+
+
+def start_llama_servers(stack: contextlib.ExitStack, gguf: str, args) -> Decode:
+    """One llama-server for batch-1 and one for the concurrent runs, each on its own best flags."""
+    servers, concurrency = {}, args.concurrency
+    for streams in (1, concurrency):
+        flags = llama_server_flags(streams, args.threads, args.peer_flags.split())
+        label = "batch-1" if streams == 1 else f"{concurrency} concurrent"
+        print(f"# llama-server flags, {label}: {' '.join(merged_args(flags))}", flush=True)
+        log_path = PEER_DIR / f"decode-np{streams}.log"
+        servers[streams] = stack.enter_context(LlamaServer(flags, gguf=gguf, log_path=log_path))
+    return lambda chats, tokens: http_decode(servers[1 if len(chats) == 1 else concurrency].base_url, chats, tokens)
+
+
+def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path, args) -> tuple[dict[str, Decode], str]:
     """The decode function of each system and kvgate's URL (its tokenizer sizes the prompts)."""
-    settings = {"engine": {"max_batch": max(16, concurrency)}, "cache": {"enabled": False}}
+    settings = {"engine": {"max_batch": max(16, args.concurrency)}, "cache": {"enabled": False},
+                "model": {"path": args.gguf, "threads": args.threads}}
     kvgate = stack.enter_context(ServerProcess(tmp / "kvgate", settings))
     systems: dict[str, Decode] = {}
     if "kvgate" in names:
         systems["kvgate"] = lambda chats, tokens: http_decode(kvgate.base_url, chats, tokens)
     if "llama-server" in names and llama_server_available():
-        single = stack.enter_context(LlamaServer(["-np", "1"], log_path=PEER_DIR / "decode-np1.log"))
-        many = stack.enter_context(LlamaServer(["-np", str(concurrency)], log_path=PEER_DIR / f"decode-np{concurrency}.log"))
-        systems["llama-server"] = lambda chats, tokens: http_decode(
-            (single if len(chats) == 1 else many).base_url, chats, tokens)
+        systems["llama-server"] = start_llama_servers(stack, args.gguf, args)
     if "transformers" in names:
         systems["transformers"] = TransformersPeer(converted_model_dir(kvgate.state_dir)).decode
     return systems, kvgate.base_url
@@ -185,7 +222,7 @@ def measure(args) -> tuple[dict, dict]:
     rates: dict[tuple[str, str], list[float]] = {}
     prompt_tokens: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        systems, kvgate_url = start_systems(args.systems.split(","), stack, Path(tmp), args.concurrency)
+        systems, kvgate_url = start_systems(args.systems.split(","), stack, Path(tmp), args)
         chats = workloads(kvgate_url, [int(c) for c in args.contexts.split(",")], args.concurrency)
         for decode in systems.values():
             decode([user_chat(PROMPTS[0])], 4)  # warm-up
@@ -224,9 +261,14 @@ def main() -> None:
     parser.add_argument("--contexts", default="86,1000,3000")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gguf", default="q4_1", help="q4_1 (the embedded GGUF), q4_k_m (made from it) or a path")
+    parser.add_argument("--threads", type=int, default=2, help="threads of kvgate and of llama-server alike")
+    parser.add_argument("--peer-flags", default="", help='more llama-server flags to try, e.g. "-fa off"')
     args = parser.parse_args()
+    args.gguf = resolve_gguf(args.gguf)
     print(f"# decode benchmark {datetime.datetime.now().isoformat(timespec='seconds')}, "
-          f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs, {args.tokens} tokens per stream")
+          f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs, {args.tokens} tokens per stream, "
+          f"{args.threads} threads, {Path(args.gguf).name}")
     report(*measure(args))
 
 

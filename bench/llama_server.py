@@ -5,9 +5,10 @@ llama-cpp-python sdist (its ``vendor/llama.cpp`` is the source), configures it w
 reference/peers.md (no native CPU detection: a native build picks AMX and dies with
 ``Illegal instruction``), each instruction set switched off when /proc/cpuinfo lacks it (some of
 these machines are AMD EPYCs without AVX-512 or AVX-VNNI, where the full list dies the same way),
-and builds only the ``llama-server`` target with -j2 (10-11 minutes on 2 cores). The binary and the
-shared libraries it loads are kept in ``bench/.peer/llama-server/bin`` with a stamp of the version
-and flags; a changed version or flag list rebuilds.
+and builds the ``llama-server`` and ``llama-quantize`` targets (TARGETS) with -j2 (10-11 minutes on 2
+cores). The binaries and the shared libraries they load are kept in ``bench/.peer/llama-server/bin``
+with a stamp of the version, flags and targets; a changed stamp rebuilds. ``peer_binary(target)``
+returns either binary (``bench/llama_quantize.py`` uses the quantizer).
 
 ``LlamaServer`` starts it on a free 127.0.0.1 port on a GGUF (the embedded SmolLM2 by default),
 waits for ``GET /health`` to answer 200 and stops the process it started on exit:
@@ -17,9 +18,11 @@ waits for ``GET /health`` to answer 200 and stops the process it started on exit
 
     python bench/llama_server.py            # build (if needed), start, send one chat request
 
-On a machine where other work holds a core, ``-t 2`` on 2 cores collapses (0.3 tok/s instead of ~45:
-its OpenMP threads spin-wait for each other); ``OMP_WAIT_POLICY=PASSIVE`` in the environment, which
-the server inherits, avoids that. Figures from a busy machine say little either way.
+llama-server runs with OpenMP's default wait policy, its best: its threads spin between ops.
+``OMP_WAIT_POLICY=PASSIVE`` cuts its decode about 3x (issue 29: ~30 tok/s instead of ~95), so figures
+taken with it flatter kvgate and are not to be reported. On a machine where other work holds a core,
+``-t 2`` on 2 cores collapses instead (0.3 tok/s instead of ~45: the spinning threads wait for each
+other): figures from a busy machine are not to be reported either; measure on a quiet one.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ INSTRUCTION_SETS = {
 BASE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
               "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF",
               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=OFF"]
+# one configure builds both peers: the server and the quantizer that makes its test files
+TARGETS = ["llama-server", "llama-quantize"]
 DEFAULT_ARGS = ["-c", "8192", "-t", "2", "-tb", "2", "--alias", "smollm2", "--jinja", "--no-webui"]
 
 
@@ -75,15 +80,28 @@ def cmake_flags() -> list[str]:
 
 
 def build_stamp() -> dict:
-    return {"llama-cpp-python": SDIST_VERSION, "cmake": cmake_flags()}
+    return {"llama-cpp-python": SDIST_VERSION, "cmake": cmake_flags(), "targets": TARGETS}
 
 
 def llama_server_binary() -> Path:
     """The built llama-server, building it first when missing or built with other flags."""
-    binary = BIN_DIR / "llama-server"
-    if not (binary.exists() and STAMP.exists() and json.loads(STAMP.read_text()) == build_stamp()):
+    return peer_binary("llama-server")
+
+
+def peer_binary(target: str) -> Path:
+    """The built ``target`` (one of TARGETS), building all targets first when missing or stale."""
+    binary = BIN_DIR / target
+    built = all((BIN_DIR / name).exists() for name in TARGETS)
+    if not (built and STAMP.exists() and json.loads(STAMP.read_text()) == build_stamp()):
         build()
     return binary
+
+
+def peer_env(binary: Path) -> dict[str, str]:
+    """The environment a built peer runs in: the build tree's rpath is gone with the build tree,
+    the .so files sit beside the binary."""
+    libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
+    return {**os.environ, "LD_LIBRARY_PATH": libraries}
 
 
 def llama_server_available() -> bool:
@@ -104,7 +122,7 @@ def build() -> None:
         build_dir = Path(tmp) / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         run(["cmake", "-S", str(source), "-B", str(build_dir), *generator, *cmake_flags()])
-        run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j2"])
+        run(["cmake", "--build", str(build_dir), "--target", *TARGETS, "-j2"])
         shutil.rmtree(BIN_DIR, ignore_errors=True)
         # build/bin holds the binary and, with BUILD_SHARED_LIBS, the libllama/libggml*.so it loads
         shutil.copytree(build_dir / "bin", BIN_DIR, symlinks=True)
@@ -132,6 +150,18 @@ def run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
+def merged_args(extra_args: list[str]) -> list[str]:
+    """DEFAULT_ARGS less each flag (and its value) that ``extra_args`` sets again, then ``extra_args``."""
+    kept, index = [], 0
+    while index < len(DEFAULT_ARGS):
+        has_value = index + 1 < len(DEFAULT_ARGS) and not DEFAULT_ARGS[index + 1].startswith("-")
+        width = 2 if has_value else 1
+        if DEFAULT_ARGS[index] not in extra_args:
+            kept += DEFAULT_ARGS[index:index + width]
+        index += width
+    return kept + list(extra_args)
+
+
 class LlamaServer:
     """One llama-server process on a free port; ``extra_args`` follow the peers.md defaults."""
 
@@ -139,7 +169,7 @@ class LlamaServer:
                  log_path: Optional[Path] = None, timeout: float = 300):
         from models.embedded import embedded_gguf_path
 
-        self.args = [*DEFAULT_ARGS, *(extra_args or [])]
+        self.args = merged_args(extra_args or [])
         self.gguf = gguf or embedded_gguf_path()
         self.log_path = Path(log_path or PEER_DIR / "server.log")
         self.timeout = timeout
@@ -149,9 +179,7 @@ class LlamaServer:
 
     def start(self) -> "LlamaServer":
         binary = llama_server_binary()
-        # the build tree's rpath is gone with the build tree: the .so files sit beside the binary
-        libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
-        env = {**os.environ, "LD_LIBRARY_PATH": libraries}
+        env = peer_env(binary)
         cmd = [str(binary), "-m", self.gguf, "--host", "127.0.0.1", "--port", str(self.port), *self.args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:

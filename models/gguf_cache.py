@@ -32,7 +32,9 @@ def gguf_cache_key(path: str, dtype: str, weights: str = "bf16") -> str:
     stat = os.stat(path)
     fields = [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, dtype, CONVERTER_VERSION]
     # only int4 changes what is stored (int8 quantizes the dense weights at load)
-    identity = json.dumps(fields + (["int4"] if weights == "int4" else []))
+    # "packed-2": int4 conversions keep Q5 / Q8_0 / K-quant blocks (the embedding too) and a hybrid's
+    # Q4 parts packed; entries written before hold those dense
+    identity = json.dumps(fields + (["int4", "packed-2"] if weights == "int4" else []))
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 

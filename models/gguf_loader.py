@@ -3,7 +3,9 @@
 The directory holds config.json, model.safetensors (in the requested dtype), tokenizer.json and
 tokenizer_config.json (special tokens, chat template), so the Hugging Face loader reads it back.
 llama.cpp reorders the rows of q and k inside each head for Llama models; that is undone here.
-Converted for int4 weights, Q4_0 / Q4_1 linear weights are stored 4-bit (:mod:`kvgate.models.gguf_quant`).
+Converted for int4 weights, Q4_0 / Q4_1 linear weights are stored 4-bit (:mod:`kvgate.models.gguf_quant`),
+Q8_0 / Q4_K / Q5_K / Q6_K / Q5_0 / Q5_1 ones, the output head and (but in a Q4_0 / Q4_1 file) the
+token embedding as the file's own blocks (:mod:`kvgate.models.gguf_kquant_store`).
 The names and keys of Qwen3, Qwen3-MoE and GLM-4.5 are in :mod:`kvgate.models.gguf_experts`, those of
 the hybrids (Qwen3.5, Qwen3.5-MoE, Qwen3-Next) in :mod:`kvgate.models.gguf_hybrid`.
 """
@@ -19,10 +21,13 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from kvgate.models import gguf_experts, gguf_hybrid
+from kvgate.models import gguf_experts, gguf_hybrid, gguf_hybrid_q4
+from kvgate.models.gguf_kquant import TYPES as KQUANT_TYPES
+from kvgate.models.gguf_kquant_store import stored_kquant
 from kvgate.models.gguf_quant import q4_parts, stored_parts
 from kvgate.models.gguf_tokenizer import build_tokenizer, special_token_texts
 from kvgate.models.progress import Progress
+from kvgate.models.weight_format import Q4_FILE_TYPES
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
@@ -122,6 +127,21 @@ def _kept_4bit(tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
     return stored_parts(hf_name(tensor.name), tuple(_unpermuted(tensor.name, part, config) for part in parts))
 
 
+def _kept_kquant(tensor, config: dict[str, Any], embedding: bool) -> dict[str, torch.Tensor]:
+    """The raw rows (:mod:`kvgate.models.gguf_kquant_store`) of a dense layer's linear weight, of the
+    output head or, with ``embedding``, of the token embedding in a type of :mod:`kvgate.models.gguf_kquant`
+    (Q4_0 / Q4_1 projections are int4 parts already); empty for any other tensor (it is dequantized)."""
+    match = re.fullmatch(r"blk\.(\d+)\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight|output\.weight"
+                         r"|(token_embd)\.weight", tensor.name)
+    if not match or tensor.tensor_type.name not in KQUANT_TYPES or len(tensor.data.shape) != 2:
+        return {}
+    if match.group(3) is not None and not embedding:
+        return {}
+    if match.group(1) is not None and int(match.group(1)) >= config["num_hidden_layers"]:
+        return {}
+    return stored_kquant(hf_name(tensor.name), _unpermuted(tensor.name, tensor.data, config), tensor.tensor_type.name)
+
+
 def _hf_tensors(gguf_name: str, values: np.ndarray, config: dict[str, Any], hybrid: bool) -> dict[str, np.ndarray]:
     if hybrid:
         return gguf_hybrid.hf_tensors(gguf_name, values, config, hf_name)
@@ -130,7 +150,10 @@ def _hf_tensors(gguf_name: str, values: np.ndarray, config: dict[str, Any], hybr
 
 def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress, int4: bool = False) -> None:
     """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist);
-    ``int4``: dense layers' Q4_0 / Q4_1 linear weights stay 4-bit (:mod:`kvgate.models.gguf_quant`)."""
+    ``int4``: Q4_0 / Q4_1 linear weights stay 4-bit (:mod:`kvgate.models.gguf_quant`; the hybrids'
+    projections through :mod:`kvgate.models.gguf_hybrid_q4`), and a dense model's Q8_0 / Q4_K / Q5_K /
+    Q6_K / Q5_0 / Q5_1 linear weights, output head (Q4_0 / Q4_1 too) and (but in a Q4_0 / Q4_1 file)
+    token embedding keep their blocks (:mod:`kvgate.models.gguf_kquant_store`)."""
     from gguf.quants import dequantize
 
     progress.stage("reading GGUF metadata")
@@ -150,10 +173,13 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     tokenizer_config = dict(specials, chat_template=meta.get("tokenizer.chat_template"),
                             add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", False)))
     progress.stage(f"dequantizing {len(reader.tensors)} tensors")
+    # a Q4_0 / Q4_1 file keeps its dense embedding and int8 tied head (the embedded model's defaults)
+    embedding = meta.get("general.file_type") not in Q4_FILE_TYPES
     tensors = {}
     for index, tensor in enumerate(reader.tensors):
         progress.count("tensors dequantized", index, len(reader.tensors))
-        kept = int4 and not hybrid and _kept_4bit(tensor, config)
+        kept = int4 and (gguf_hybrid_q4.kept_4bit(tensor, config, hf_name) if hybrid
+                         else _kept_4bit(tensor, config) or _kept_kquant(tensor, config, embedding))
         if kept:
             tensors.update(kept)
             continue

@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 import torch
 
+from kvgate.models.gguf_kquant_weight import KQuantWeight, kquant_cat_rows
 from kvgate.models.quant_linear import Int4Weight
 
 SUFFIXES = (".q4", ".q4_scale", ".q4_zero")
@@ -63,6 +64,10 @@ class Int4Parts:
         """Itself: the parts stay as stored until :meth:`weight` packs them (CPU only)."""
         return self
 
+    def contiguous(self) -> "Int4Parts":
+        """Itself, as :meth:`to`: a loader may treat the parts as a tensor until they are packed."""
+        return self
+
     def weight(self) -> Int4Weight:
         q = torch.stack([self.nibbles & 15, self.nibbles >> 4], -1).view(self.shape)
         return Int4Weight.from_parts(q, self.scale, self.zero)
@@ -81,9 +86,14 @@ def gather_parts(tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def cat_rows(parts: list) -> Any:
-    """Weights stacked along their rows (output features): tensors, or :class:`Int4Parts` alike."""
+    """Weights stacked along their rows (output features): tensors, or :class:`Int4Parts` alike, or
+    K-quant weights (:func:`~kvgate.models.gguf_kquant_weight.kquant_cat_rows`)."""
+    kquant = kquant_cat_rows(parts)
+    if kquant is not None:
+        return kquant
     if all(isinstance(part, Int4Parts) for part in parts):
         return Int4Parts(*(torch.cat([getattr(p, field) for p in parts]) for field in ("nibbles", "scale", "zero")))
     dtype = next(part.dtype for part in parts if isinstance(part, torch.Tensor))
     # a fused weight whose parts came in different GGUF types is dense
-    return torch.cat([p.weight().dequantize().to(dtype) if isinstance(p, Int4Parts) else p for p in parts])
+    return torch.cat([p.weight().dequantize().to(dtype) if isinstance(p, Int4Parts) else
+                      p.dequantize(dtype) if isinstance(p, KQuantWeight) else p for p in parts])

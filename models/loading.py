@@ -24,6 +24,7 @@ from kvgate.models.fp8_blocks import dequantize_checkpoint
 from kvgate.models.embedded import EMBEDDED_CONTEXT, declare_embedded_defaults, is_embedded
 from kvgate.models.hf_loader import (DTYPES, eos_ids, generation_sampling, int_or_none, load_weights, max_context,
                                      read_chat_template, read_json, read_special_tokens, read_tokenizer, resolve_device)
+from kvgate.models.gguf_kquant_store import gather_kquant
 from kvgate.models.gguf_quant import gather_parts
 from kvgate.models.llama.layers import ARCHITECTURES, LlamaArch, LlamaWeights
 from kvgate.models.kv_runtime import kv_runtime
@@ -78,7 +79,7 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     tokenizer = read_tokenizer(directory)
     progress.stage("reading weights")
     dtype, device = DTYPES[model_config.dtype], resolve_device(model_config.device)
-    tensors = gather_parts(dequantize_checkpoint(load_weights(directory), config, dtype))
+    tensors = gather_kquant(gather_parts(dequantize_checkpoint(load_weights(directory), config, dtype)))
     weights = family.weights(arch, tensors, dtype, device)
     draft = draft_weights(family, arch, config, tensors, weights, engine_config, dtype, device)
     del tensors

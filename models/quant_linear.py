@@ -8,7 +8,8 @@ Both run torch's weight-only kernels, which are fast for few rows and only take 
 from :data:`DENSE_ROWS` rows on, a dense matmul over the weight dequantized for that one call is
 faster (see ``bench/bench_weights.py``), so large prefills cost about what bf16 costs. The kernels
 are batch-invariant on their own; the switch to the dense matmul is not, so deterministic mode skips it.
-:func:`linear` is ``F.linear`` for a plain tensor and the quantized path for these.
+:func:`linear` is ``F.linear`` for a plain tensor and the quantized path for these and for GGUF K-quant
+weights (:mod:`kvgate.models.gguf_kquant_weight`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 from kvgate.models.cpu_kernels.int4 import int4_kernel
 from kvgate.models.cpu_kernels.int8 import int8_kernel
+from kvgate.models.gguf_kquant_weight import KQuantWeight, StackedRows
 
 GROUP = 32
 BLOCK_ROWS = 64  # rows of one int4pack block
@@ -130,7 +132,8 @@ class Int8Weight:
         return [self.q, self.scales]
 
 
-QuantizedWeight = Union[Int4Weight, Int8Weight]
+QuantizedWeight = Union[Int4Weight, Int8Weight, KQuantWeight, StackedRows]
+TILED_WEIGHTS = (KQuantWeight, StackedRows)  # dequantize in tiles inside matmul: never the dense path
 FORMATS = {"int4": Int4Weight, "int8": Int8Weight}
 
 
@@ -149,7 +152,7 @@ def linear(x: torch.Tensor, weight: Union[torch.Tensor, QuantizedWeight], bias: 
     if isinstance(weight, torch.Tensor):
         return F.linear(x, weight, bias)
     rows = x.reshape(-1, x.shape[-1])
-    if dense_rows is not None and rows.shape[0] >= dense_rows:
+    if dense_rows is not None and rows.shape[0] >= dense_rows and not isinstance(weight, TILED_WEIGHTS):
         out = F.linear(rows, weight.dequantize(), bias)
     else:
         out = weight.matmul(rows.contiguous())

@@ -48,8 +48,9 @@ def _compiler_version(compiler: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def load(source_name: str) -> Optional[ctypes.CDLL]:
-    """The compiled ``source_name`` (a C file beside this module), or None where it cannot be had."""
+def load(source_name: str, flags: tuple[str, ...] = FLAGS) -> Optional[ctypes.CDLL]:
+    """The compiled ``source_name`` (a C file beside this module, built with ``flags``), or None
+    where it cannot be had."""
     import torch  # noqa: F401  (torch's OpenMP runtime must be loaded before the object)
 
     compiler = shutil.which(os.environ.get("CC", "gcc"))
@@ -58,24 +59,24 @@ def load(source_name: str) -> Optional[ctypes.CDLL]:
         return None
     here = Path(__file__).parent
     sources = [here / source_name, *sorted(here.glob("*.h"))]
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + " ".join(FLAGS).encode()
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + " ".join(flags).encode()
                             + _compiler_version(compiler).encode()).hexdigest()[:16]
     try:
         target = cache_dir() / f"{Path(source_name).stem}-{digest}.so"
         if not target.exists():
-            _compile(compiler, here / source_name, target)
+            _compile(compiler, here / source_name, target, flags)
         return ctypes.CDLL(str(target))
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # RuntimeError: no home directory
         log.warning("kernel %s not built (%s); torch's kernels are used", source_name, exc)
         return None
 
 
-def _compile(compiler: str, source: Path, target: Path) -> None:
+def _compile(compiler: str, source: Path, target: Path, flags: tuple[str, ...]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        subprocess.run([compiler, *FLAGS, "-o", partial, str(source)], check=True, capture_output=True, timeout=300)
+        subprocess.run([compiler, *flags, "-o", partial, str(source)], check=True, capture_output=True, timeout=300)
         os.replace(partial, target)
     finally:
         if os.path.exists(partial):

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import attrs
 import torch
 
+from kvgate.models.gguf_kquant_embedding import embedding, head_weight
 from kvgate.models.gguf_quant import cat_rows
 from kvgate.models.rope_scaling import declared_scaling
 from kvgate.models.moe.config import MoeConfig
@@ -96,7 +97,7 @@ class LayerWeights:
 
 @attrs.define
 class LlamaWeights:
-    embed: torch.Tensor
+    embed: torch.Tensor  # or a PackedEmbedding (kvgate.models.gguf_kquant_embedding) of GGUF blocks
     layers: list[LayerWeights]
     norm: torch.Tensor
     lm_head: torch.Tensor  # a tensor, or after quantization an Int8Weight / Int4Weight like the layers' linears
@@ -117,9 +118,9 @@ class LlamaWeights:
             return key(name) in tensors
 
         layers = [_layer(arch, take, has, i) for i in range(arch.layers)]
-        embed = take("model.embed_tokens.weight")
+        embed = embedding(take("model.embed_tokens.weight"), dtype)  # GGUF blocks stay packed (a tied head too)
         has_head = "lm_head.weight" in tensors
-        lm_head = take("lm_head.weight") if has_head and not arch.tie_embeddings else embed
+        lm_head = take("lm_head.weight") if has_head and not arch.tie_embeddings else head_weight(embed)
         weights = cls(embed=embed, layers=layers, norm=take("model.norm.weight"), lm_head=lm_head)
         weights.check_shapes(arch)
         return weights
@@ -143,7 +144,7 @@ class LlamaWeights:
                                      f"config says {shape}")
 
     def named_tensors(self) -> list[torch.Tensor]:
-        out = [self.embed, self.norm, *weight_tensors(self.lm_head)]
+        out = [*weight_tensors(self.embed), self.norm, *weight_tensors(self.lm_head)]
         for layer in self.layers:
             out += layer.tensors()
         return out

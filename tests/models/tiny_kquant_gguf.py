@@ -1,0 +1,67 @@
+"""A tiny random Llama written as a GGUF of K-quant tensors (:mod:`tests.models.kquant_writer`): hidden
+256 and intermediate 512 so every row is whole 256-weight blocks; q/k rows permuted as llama.cpp
+stores them; Q4_K projections with a Q4_K_M-like mix (v and down Q6_K / Q5_K / Q8_0 per layer, so a
+fused qkv mixes types), a Q6_K output head and a Q8_0 token embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tests.models.kquant_writer import quantize_rows
+from tests.models.tiny_gguf import finish_gguf
+from tests.models.tiny_models import VOCAB
+
+HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
+CONFIG = {"bos_token_id": 1, "eos_token_id": 2}
+# Q4_K_M keeps some v / down projections in 6 bits; here one layer each way, and a Q8_0 v
+MIXES = {"Q4_K_M": [{"attn_v": "Q6_K", "ffn_down": "Q6_K"}, {"attn_v": "Q8_0", "ffn_down": "Q5_K"}],
+         "Q4_K": [{}, {}], "Q5_K": [{"*": "Q5_K"}] * 2, "Q6_K": [{"*": "Q6_K"}] * 2, "Q8_0": [{"*": "Q8_0"}] * 2}
+PROJECTIONS = {"attn_q": (HIDDEN, HIDDEN), "attn_k": (KV_HEADS * 64, HIDDEN), "attn_v": (KV_HEADS * 64, HIDDEN),
+               "attn_output": (HIDDEN, HIDDEN), "ffn_gate": (INTERMEDIATE, HIDDEN), "ffn_up": (INTERMEDIATE, HIDDEN),
+               "ffn_down": (HIDDEN, INTERMEDIATE)}
+
+
+def permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's per-head interleaving of q/k rows (its converter's ``permute``)."""
+    return weight.reshape(heads, 2, weight.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _add(writer, name: str, weight: np.ndarray, type_name: str) -> None:
+    import gguf
+
+    if type_name == "F32":
+        writer.add_tensor(name, weight.astype(np.float32))
+    else:
+        writer.add_tensor(name, quantize_rows(weight, type_name), raw_dtype=gguf.GGMLQuantizationType[type_name])
+
+
+def write_kquant_llama(path: Path, mix: str = "Q4_K_M", seed: int = 0) -> Path:
+    """A tiny Llama GGUF at ``path`` whose projections are quantized as ``mix`` (a key of :data:`MIXES`)."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(LAYERS)
+    writer.add_context_length(512)
+    writer.add_embedding_length(HIDDEN)
+    writer.add_feed_forward_length(INTERMEDIATE)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_file_type(15 if mix == "Q4_K_M" else 2)
+    _add(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)), "Q8_0")
+    _add(writer, "output.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.2, "Q6_K")
+    _add(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+    for layer, types in enumerate(MIXES[mix]):
+        for norm in ("attn_norm", "ffn_norm"):
+            _add(writer, f"blk.{layer}.{norm}.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+        for name, shape in PROJECTIONS.items():
+            weight = rng.standard_normal(shape) / np.sqrt(shape[1])
+            if name in ("attn_q", "attn_k"):
+                weight = permute_rows(weight, HEADS if name == "attn_q" else KV_HEADS)
+            _add(writer, f"blk.{layer}.{name}.weight", weight, types.get(name, types.get("*", "Q4_K")))
+    finish_gguf(writer, CONFIG, {})
+    return path
