@@ -12,7 +12,7 @@ import re
 import struct
 from typing import BinaryIO, Iterator
 
-from kvgate.models.gguf_header import _read, _string, _value
+from kvgate.models.gguf_header import read_counts, read_exact, read_string, read_value
 from kvgate.models.gguf_kquant import TYPES
 
 PROJECTION = re.compile(r"blk\.\d+\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight")
@@ -22,25 +22,21 @@ MAX_DIMS = 4
 def tensor_infos(path: str) -> Iterator[tuple[str, int, int]]:
     """``(name, dims, ggml type id)`` of every tensor of the GGUF at ``path``."""
     with open(path, "rb") as handle:
-        if _read(handle, 4) != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file (bad magic)")
-        version, tensors, pairs = struct.unpack("<IQQ", _read(handle, 20))
-        if version not in (2, 3):
-            raise ValueError(f"{path}: unsupported GGUF version {version}")
+        tensors, pairs = read_counts(handle, path)
         for _ in range(pairs):
-            _string(handle)
-            _value(handle, struct.unpack("<I", _read(handle, 4))[0])
+            read_string(handle)
+            read_value(handle, struct.unpack("<I", read_exact(handle, 4))[0])
         for _ in range(tensors):
             yield _tensor_info(handle)
 
 
 def _tensor_info(handle: BinaryIO) -> tuple[str, int, int]:
-    name = _string(handle)
-    (dims,) = struct.unpack("<I", _read(handle, 4))
+    name = read_string(handle)
+    (dims,) = struct.unpack("<I", read_exact(handle, 4))
     if dims > MAX_DIMS:
         raise ValueError(f"GGUF tensor {name!r} has {dims} dimensions")
     handle.seek(8 * dims, 1)
-    (type_id,) = struct.unpack("<I", _read(handle, 4))
+    (type_id,) = struct.unpack("<I", read_exact(handle, 4))
     handle.seek(8, 1)
     return name, dims, type_id
 

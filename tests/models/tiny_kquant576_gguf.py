@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.models.kquant_writer import quantize_rows
 from tests.models.tiny_gguf import finish_gguf
-from tests.models.tiny_kquant_gguf import permute_rows
+from tests.models.tiny_kquant_gguf import add_layers, add_tensor
 from tests.models.tiny_models import VOCAB
 
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, LAYERS = 576, 1536, 9, 3, 2
@@ -22,15 +21,6 @@ PROJECTIONS = {"attn_q": (HIDDEN, HIDDEN), "attn_k": (KV_HEADS * 64, HIDDEN), "a
 # per layer, the projections not Q5_0
 MIX = [{"attn_v": "Q8_0", "ffn_down": "Q6_K"}, {"ffn_gate": "Q5_1", "ffn_down": "Q4_K"}]
 EMBEDDING_TYPE = "Q8_0"
-
-
-def _add(writer, name: str, weight: np.ndarray, type_name: str) -> None:
-    import gguf
-
-    if type_name == "F32":
-        writer.add_tensor(name, weight.astype(np.float32))
-    else:
-        writer.add_tensor(name, quantize_rows(weight, type_name), raw_dtype=gguf.GGMLQuantizationType[type_name])
 
 
 def write_576_llama(path: Path, seed: int = 0, f32: tuple[str, ...] = ()) -> Path:
@@ -46,16 +36,9 @@ def write_576_llama(path: Path, seed: int = 0, f32: tuple[str, ...] = ()) -> Pat
                        (writer.add_layer_norm_rms_eps, 1e-5), (writer.add_rope_freq_base, 10000.0),
                        (writer.add_file_type, 15)]:
         add(value)
-    _add(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.5, EMBEDDING_TYPE)
-    _add(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
-    for layer, types in enumerate(MIX):
-        for norm in ("attn_norm", "ffn_norm"):
-            _add(writer, f"blk.{layer}.{norm}.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
-        for name, shape in PROJECTIONS.items():
-            weight = rng.standard_normal(shape) / np.sqrt(shape[1])
-            if name in ("attn_q", "attn_k"):
-                weight = permute_rows(weight, HEADS if name == "attn_q" else KV_HEADS)
-            full = f"blk.{layer}.{name}.weight"
-            _add(writer, full, weight, "F32" if full in f32 else types.get(name, "Q5_0"))
+    add_tensor(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.5, EMBEDDING_TYPE)
+    add_tensor(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+    mixes = [{name: types.get(name, "Q5_0") for name in PROJECTIONS} for types in MIX]
+    add_layers(writer, rng, mixes, PROJECTIONS, (HEADS, KV_HEADS), f32)
     finish_gguf(writer, CONFIG, {})
     return path

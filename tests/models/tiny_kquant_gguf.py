@@ -28,13 +28,29 @@ def permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     return weight.reshape(heads, 2, weight.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(weight.shape)
 
 
-def _add(writer, name: str, weight: np.ndarray, type_name: str) -> None:
+def add_tensor(writer, name: str, weight: np.ndarray, type_name: str) -> None:
     import gguf
 
     if type_name == "F32":
         writer.add_tensor(name, weight.astype(np.float32))
     else:
         writer.add_tensor(name, quantize_rows(weight, type_name), raw_dtype=gguf.GGMLQuantizationType[type_name])
+
+
+def add_layers(writer, rng, layer_types: list[dict[str, str]], projections: dict[str, tuple[int, int]],
+               heads: tuple[int, int], f32: tuple[str, ...] = ()) -> None:
+    """Each layer's norms (F32) and random projections in ``layer_types[layer][name]`` (q/k rows permuted
+    for ``heads`` = (query heads, key-value heads)); the tensors named in ``f32`` are written dense."""
+    hidden = projections["attn_q"][1]
+    for layer, types in enumerate(layer_types):
+        for norm in ("attn_norm", "ffn_norm"):
+            add_tensor(writer, f"blk.{layer}.{norm}.weight", 1 + 0.1 * rng.standard_normal(hidden), "F32")
+        for name, shape in projections.items():
+            weight = rng.standard_normal(shape) / np.sqrt(shape[1])
+            if name in ("attn_q", "attn_k"):
+                weight = permute_rows(weight, heads[0] if name == "attn_q" else heads[1])
+            full = f"blk.{layer}.{name}.weight"
+            add_tensor(writer, full, weight, "F32" if full in f32 else types[name])
 
 
 def write_kquant_llama(path: Path, mix: str = "Q4_K_M", seed: int = 0) -> Path:
@@ -52,16 +68,10 @@ def write_kquant_llama(path: Path, mix: str = "Q4_K_M", seed: int = 0) -> Path:
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
     writer.add_file_type(15 if mix == "Q4_K_M" else 2)
-    _add(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)), "Q8_0")
-    _add(writer, "output.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.2, "Q6_K")
-    _add(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
-    for layer, types in enumerate(MIXES[mix]):
-        for norm in ("attn_norm", "ffn_norm"):
-            _add(writer, f"blk.{layer}.{norm}.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
-        for name, shape in PROJECTIONS.items():
-            weight = rng.standard_normal(shape) / np.sqrt(shape[1])
-            if name in ("attn_q", "attn_k"):
-                weight = permute_rows(weight, HEADS if name == "attn_q" else KV_HEADS)
-            _add(writer, f"blk.{layer}.{name}.weight", weight, types.get(name, types.get("*", "Q4_K")))
+    add_tensor(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)), "Q8_0")
+    add_tensor(writer, "output.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.2, "Q6_K")
+    add_tensor(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+    mixes = [{name: types.get(name, types.get("*", "Q4_K")) for name in PROJECTIONS} for types in MIXES[mix]]
+    add_layers(writer, rng, mixes, PROJECTIONS, (HEADS, KV_HEADS))
     finish_gguf(writer, CONFIG, {})
     return path
