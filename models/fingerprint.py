@@ -1,5 +1,5 @@
-"""A cheap fingerprint of a loaded model: architecture, dtype, weight format (with the K-quant kernel
-variant where GGUF K-quant blocks are kept) and a digest of every weight tensor.
+"""A cheap fingerprint of a loaded model: architecture, dtype, weight format (with the K-quant kernel's
+arithmetic and variant where GGUF K-quant blocks are kept) and a digest of every weight tensor.
 
 Each tensor contributes its shape, its fp64 sum and absolute sum and a strided sample of values,
 so any realistic change to the weights changes the fingerprint without hashing every byte.
@@ -14,7 +14,7 @@ import attrs
 import torch
 
 from kvgate.models.cpu_kernels.rms_norm import FINGERPRINT as NORM_FINGERPRINT
-from kvgate.models.gguf_kquant_weight import kernel_variant
+from kvgate.models.gguf_kquant_weight import kernel_arithmetic
 
 SAMPLES_PER_TENSOR = 257
 
@@ -34,8 +34,8 @@ def weights_fingerprint(arch, weights, dtype: torch.dtype) -> str:
     fmt = getattr(weights, "format", "bf16")
     if fmt != "bf16":  # dense weights hash as they always did, so their saved caches stay valid
         digest.update(f"weights={fmt}".encode())
-    if fmt.endswith("+kquant"):  # GGUF K-quant blocks: the kernel variant that multiplies them
-        digest.update(f"kquant={kernel_variant()}".encode())
+    if fmt.endswith("+kquant"):  # GGUF K-quant blocks: the arithmetic and variant that multiply them
+        digest.update(f"kquant={kernel_arithmetic()}".encode())
     for tensor in weights.named_tensors():
         digest.update(tensor_digest(tensor))
     return digest.hexdigest()[:32]

@@ -27,10 +27,11 @@ WEIGHT_TILE = 256  # weight rows dequantized at a time by the fallback (fp32: 1 
 
 
 @functools.lru_cache(maxsize=None)
-def kernel_variant() -> str:
-    """The arithmetic K-quant matmuls run with here: the native kernel's variant, or "torch"."""
+def kernel_arithmetic() -> str:
+    """The arithmetic K-quant matmuls run with here: the native kernel's fingerprint (its arithmetic's
+    name and version, and the variant: ``/kquant1-avx512``), or "torch" for the fallback."""
     kernel = kquant_kernel()
-    return "torch" if kernel is None else kernel.variant
+    return "torch" if kernel is None else kernel.fingerprint
 
 
 class KQuantWeight:

@@ -9,7 +9,7 @@ import torch
 
 from kvgate.models.cpu_kernels.kquant import kquant_kernel
 from kvgate.models.gguf_kquant import BLOCKS, TYPES, dequantize_rows, row_bytes
-from kvgate.models.gguf_kquant_weight import KQuantWeight, StackedRows, kernel_variant, kquant_cat_rows
+from kvgate.models.gguf_kquant_weight import KQuantWeight, StackedRows, kernel_arithmetic, kquant_cat_rows
 from kvgate.models.quant_linear import linear
 from tests.models.kquant_writer import quantize_rows
 
@@ -96,6 +96,9 @@ def test_unknown_types_and_ragged_rows_are_clear_errors():
         row_bytes("Q4_K", 576)
 
 
-def test_the_kernel_variant_is_the_native_one_where_it_builds():
+def test_the_fingerprinted_arithmetic_names_the_native_kernels_arithmetic_and_variant():
     kernel = kquant_kernel()
-    assert kernel_variant() == ("torch" if kernel is None else kernel.variant)
+    if kernel is None:
+        assert kernel_arithmetic() == "torch"
+    else:
+        assert kernel_arithmetic() == f"/kquant1-{kernel.variant}"
