@@ -28,7 +28,7 @@ from kvgate.models.fingerprint import runtime_fingerprint
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_forward import KVForward
 from kvgate.models.kv_pool import KVPool
-from kvgate.models.mtp.head import MtpHead, advance_decoded
+from kvgate.models.mtp.head import LlamaMtpLayer, MtpHead, advance_decoded
 from kvgate.models.paged_kv import PagedKV
 
 log = logging.getLogger("kvgate")
@@ -90,7 +90,7 @@ class KVRuntime(ModelRuntime):
 
     def attach_mtp(self, weights) -> None:
         """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
-        self.mtp = MtpHead(self.forward, weights)
+        self.mtp = MtpHead(LlamaMtpLayer(self.forward, weights))
         self.forward.keep_hidden = True
 
     def draft_head(self) -> Optional[DraftHead]:

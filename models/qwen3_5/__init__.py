@@ -12,5 +12,5 @@ expert as every layer's MLP; Qwen3-Next is Qwen3.5-MoE with its linear layers' f
 split as they load (:func:`.weights.split_fused_projections`) and a dense MLP in the layers its config
 names. Their plugins, the ``qwen3_5``, ``qwen3_5_moe`` and ``qwen3_next`` entry points, are
 :mod:`.plugin`, :mod:`.moe_plugin` and :mod:`.next_plugin`. A checkpoint's MTP layer drafts with
-``[engine] speculative = "mtp"`` (:mod:`.mtp_weights`, :mod:`.mtp_head`).
+``[engine] speculative = "mtp"`` (:mod:`.mtp_weights`, :mod:`.mtp_layer`).
 """

@@ -83,7 +83,7 @@ class Qwen35Forward:
         return invariant(torch.sigmoid, self._linear(x, shared.gate)) * self._swiglu(x, shared.gate_up, shared.down)
 
     def _head(self, x: torch.Tensor, all_rows: bool) -> torch.Tensor:
-        if self.keep_hidden:  # every row's input to the output head, for the MTP head (:mod:`.mtp_head`)
+        if self.keep_hidden:  # every row's input to the output head, for the MTP layer (:mod:`.mtp_layer`)
             self.hidden = self._norm(x, self.weights.norm)
             return self._linear(self.hidden if all_rows else self.hidden[-1:], self.weights.lm_head).float()
         x = x if all_rows else x[-1:]

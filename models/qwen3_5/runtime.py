@@ -12,7 +12,7 @@ tails do): a fork, a truncation or an export at a position restores the nearest 
 before it and replays the tokens in between (a forward that writes no K/V);
 :attr:`replayed_tokens` counts them, and the host asks ahead how many a cut would run
 (:meth:`cut_replay_tokens`). ``[cache] state_stride`` sets the stride (:meth:`set_state_stride`).
-With ``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.mtp_head`), fed
+With ``[engine] speculative = "mtp"`` the checkpoint's MTP layer drafts (:mod:`.mtp_layer`), fed
 the forward's final hidden states after every pass.
 
 A chunk ``[start, end)`` (:mod:`kvgate.models.chunk_frames`): its per-token bytes the tokens'
@@ -32,14 +32,14 @@ from kvgate.models.fingerprint import runtime_fingerprint
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.loading import Family
-from kvgate.models.mtp.head import advance_decoded
+from kvgate.models.mtp.head import MtpHead, advance_decoded
 from kvgate.models.paged_kv import PagedKV
 from kvgate.models.prefill_attention import fp32_attention_keys
 from kvgate.models.qwen3_5 import linear_state, state_chunks
 from kvgate.models.qwen3_5.arch import ARCHITECTURES, MOE_ARCHITECTURES, NEXT_ARCHITECTURES, Qwen35Arch
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.linear_state import LayerState
-from kvgate.models.qwen3_5.mtp_head import Qwen35MtpHead
+from kvgate.models.qwen3_5.mtp_layer import Qwen35MtpLayer
 from kvgate.models.qwen3_5.mtp_weights import mtp_weights_from_hf
 from kvgate.models.qwen3_5.quantize import quantize_weights
 from kvgate.models.qwen3_5.weights import Qwen35Weights, read_weights
@@ -56,7 +56,7 @@ class Qwen35Runtime(ModelRuntime):
     # a cut replays at most this many tokens, and a snapshot costs every linear layer's state
     # (see :mod:`.linear_state`); [cache] state_stride sets it (its default measured: README)
     state_stride = 4096
-    mtp: Optional[Qwen35MtpHead] = None  # the checkpoint's MTP layer with [engine] speculative = "mtp"
+    mtp: Optional[MtpHead] = None  # the checkpoint's MTP layer with [engine] speculative = "mtp"
 
     def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, info: ModelInfo, tokenizer,
                  chat_template: Optional[str], special_tokens: dict[str, str], block_size: int = 16,
@@ -76,7 +76,7 @@ class Qwen35Runtime(ModelRuntime):
 
     def attach_mtp(self, weights) -> None:
         """Draft with the checkpoint's MTP layer (``[engine] speculative = "mtp"``)."""
-        self.mtp, self.forward.keep_hidden = Qwen35MtpHead(self.forward, weights), True
+        self.mtp, self.forward.keep_hidden = MtpHead(Qwen35MtpLayer(self.forward, weights)), True
 
     def draft_head(self) -> Optional[DraftHead]:
         return self.mtp

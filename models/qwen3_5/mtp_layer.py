@@ -1,5 +1,6 @@
-"""The Qwen3.5-family MTP draft head: :class:`kvgate.models.mtp.head.MtpHead`'s drafting and
-per-session state over the Qwen3.5 forward and :class:`.mtp_weights.Qwen35MtpWeights`.
+"""The Qwen3.5-family MTP layer (a :class:`kvgate.models.mtp.head.MtpLayer`, which the shared
+:class:`~kvgate.models.mtp.head.MtpHead` drafts with) over the Qwen3.5 forward and
+:class:`.mtp_weights.Qwen35MtpWeights`.
 
 For position ``i`` with the main model's hidden state ``h_i`` after its final norm (the output
 head's input) and the next token ``t_{i+1}`` (as vLLM's and SGLang's Qwen3-Next / Qwen3.5 MTP)::
@@ -12,7 +13,7 @@ What differs from GLM-4.5's layer: zero-centred norms (held as ``1 + w``), the g
 with per-head q/k norms and partial RoPE, and chaining: a second drafted token takes ``norm(g_i)``
 (the layer's normed output, as the reference implementations feed back) in place of ``h_{i+1}``.
 The layer's state is per-token K/V of MTP positions only, never the linear layers' recurrent state,
-so a rejected draft is undone by :meth:`MtpHead.truncate` while the runtime rolls the main model's
+so a rejected draft is undone by the head's ``truncate`` while the runtime rolls the main model's
 recurrent state back.
 """
 
@@ -21,24 +22,20 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kvgate.core.runtime import Session
-from kvgate.models.mtp.head import MtpHead
 from kvgate.models.mtp.state import MtpState
 from kvgate.models.qwen3_5.forward import Qwen35Forward
 from kvgate.models.qwen3_5.mtp_weights import Qwen35MtpWeights
 
 
-class Qwen35MtpHead(MtpHead):
-    """Implements :class:`kvgate.core.runtime.DraftHead` for Qwen3.5, Qwen3.5-MoE and Qwen3-Next."""
+class Qwen35MtpLayer:
+    """Implements :class:`kvgate.models.mtp.head.MtpLayer` for Qwen3.5, Qwen3.5-MoE and Qwen3-Next."""
 
     def __init__(self, forward: Qwen35Forward, weights: Qwen35MtpWeights):
-        super().__init__(forward, weights)
+        self.forward, self.weights = forward, weights
 
-    def state(self, session: Session) -> MtpState:
-        if "mtp" not in session.aux:
-            arch, embed = self.forward.arch, self.forward.weights.embed
-            session.aux["mtp"] = MtpState.empty(arch.kv_heads, arch.head_dim, embed.dtype, embed.device)
-        return session.aux["mtp"]
+    def new_state(self) -> MtpState:
+        arch, embed = self.forward.arch, self.forward.weights.embed
+        return MtpState.empty(arch.kv_heads, arch.head_dim, embed.dtype, embed.device)
 
     def _input(self, tokens: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         w, norm, embed = self.weights, self.forward._norm, self.forward.weights.embed
@@ -53,7 +50,11 @@ class Qwen35MtpHead(MtpHead):
         q, gate, k, v = fwd._qkv(fwd._norm(x, block.attn_norm), block.full, cos, sin)
         return (q, gate), k, v
 
-    def _step(self, token: int, hidden: torch.Tensor, position: int, past: tuple[torch.Tensor, torch.Tensor]):
+    def keys(self, tokens: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor):
+        _, k, v = self._qkv(self._input(tokens, hidden), positions)
+        return k, v
+
+    def step(self, token: int, hidden: torch.Tensor, position: int, past: tuple[torch.Tensor, torch.Tensor]):
         """(logits [vocab], the layer's normed output [1, hidden], key, value) of one drafted position."""
         fwd, w = self.forward, self.weights
         arch, device = fwd.arch, hidden.device
