@@ -18,7 +18,7 @@ import attrs
 import torch
 
 from kvgate.models.qwen3_5.arch import FULL, Qwen35Arch
-from kvgate.models.qwen3_5.weights import Layer, Qwen35Weights, _layer
+from kvgate.models.qwen3_5.weights import Layer, Qwen35Weights, _layer, tensor_readers
 
 PREFIX = "mtp."
 
@@ -54,16 +54,8 @@ def mtp_weights_from_hf(arch: Qwen35Arch, config: dict[str, Any], tensors: dict[
     renamed = {name.replace(PREFIX + "layers.0.", f"model.layers.{index}.", 1): tensor
                for name, tensor in tensors.items() if name.startswith(PREFIX)}
 
-    def take(name: str, shape: tuple[int, ...], as_dtype: torch.dtype = dtype) -> torch.Tensor:
-        if name not in renamed:
-            raise ValueError(f"the MTP layer lacks tensor {name.replace(f'model.layers.{index}.', PREFIX + 'layers.0.')!r}")
-        tensor = renamed[name]
-        if tuple(tensor.shape) != shape:
-            raise ValueError(f"MTP tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape}")
-        return tensor.to(dtype).to(as_dtype).to(device).contiguous()
-
-    def scale(name: str, width: int) -> torch.Tensor:
-        return take(name, (width,), torch.float32) + 1.0
+    take, scale = tensor_readers(renamed, dtype, device, "the MTP layer", kind="MTP ",
+                                 shown=lambda name: name.replace(f"model.layers.{index}.", PREFIX + "layers.0."))
 
     hidden = arch.hidden_size
     return Qwen35MtpWeights(

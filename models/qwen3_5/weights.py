@@ -14,7 +14,7 @@ are split into Qwen3.5's, so both compute the same way.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Callable, Optional
 
 import attrs
 import torch
@@ -135,6 +135,27 @@ def _per_key_head(fused: torch.Tensor, name: str, k_heads: int, widths: list[int
     return [part.reshape(-1, hidden) for part in fused.view(k_heads, sum(widths), hidden).split(widths, 1)]
 
 
+def tensor_readers(tensors: dict[str, torch.Tensor], dtype: torch.dtype, device: torch.device, owner: str,
+                   shown: Callable[[str], str] = str, kind: str = ""):
+    """``(take, scale)`` over ``tensors``: ``take(name, shape, as_dtype=dtype)`` a tensor checked for its
+    shape, rounded to ``dtype`` and held as ``as_dtype`` on ``device``; ``scale(name, width)`` a
+    zero-centred norm's fp32 ``1 + w``. Errors say ``"{owner} lacks tensor {shown(name)!r}"`` and
+    ``"{kind}tensor {name!r} has shape ..."``."""
+
+    def take(name: str, shape: tuple[int, ...], as_dtype: torch.dtype = dtype) -> torch.Tensor:
+        if name not in tensors:
+            raise ValueError(f"{owner} lacks tensor {shown(name)!r}")
+        tensor = tensors[name]
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{kind}tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape}")
+        return tensor.to(dtype).to(as_dtype).to(device).contiguous()
+
+    def scale(name: str, width: int) -> torch.Tensor:
+        return take(name, (width,), torch.float32) + 1.0
+
+    return take, scale
+
+
 def read_weights(arch: Qwen35Arch, tensors: dict[str, torch.Tensor], dtype: torch.dtype,
                  device: torch.device) -> Qwen35Weights:
     """The runtime's weights of a checkpoint's tensors (shapes checked against ``arch``)."""
@@ -142,17 +163,7 @@ def read_weights(arch: Qwen35Arch, tensors: dict[str, torch.Tensor], dtype: torc
     if arch.architecture == "qwen3_next":
         tensors = split_fused_projections(arch, tensors)
 
-    def take(name: str, shape: tuple[int, ...], as_dtype: torch.dtype = dtype) -> torch.Tensor:
-        if name not in tensors:
-            raise ValueError(f"Qwen3.5 checkpoint lacks tensor {name!r}")
-        tensor = tensors[name]
-        if tuple(tensor.shape) != shape:
-            raise ValueError(f"tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape}")
-        return tensor.to(dtype).to(as_dtype).to(device).contiguous()
-
-    def scale(name: str, width: int) -> torch.Tensor:
-        return take(name, (width,), torch.float32) + 1.0
-
+    take, scale = tensor_readers(tensors, dtype, device, "Qwen3.5 checkpoint")
     hidden = arch.hidden_size
     embed = take("model.embed_tokens.weight", (arch.vocab_size, hidden))
     head = embed if arch.tie_embeddings and "lm_head.weight" not in tensors else take(

@@ -11,30 +11,24 @@ import numpy as np
 import pytest
 import torch
 
-from kvgate.core.config import EngineConfig, ModelConfig
+from kvgate.core.config import ModelConfig
 from kvgate.models.formats import resolve_source
 from kvgate.models.gguf_kquant import dequantize_rows
 from kvgate.models.gguf_kquant_embedding import PackedEmbedding
-from kvgate.models.loading import load_runtime
 from kvgate.models.weight_format import resolve_weights
 from tests.models.bit_identity import assert_splits_forks_and_batches_bit_identical
-from tests.models.test_gguf_kquant_loading import LOGIT_TOLERANCE
+from tests.models.test_gguf_kquant_loading import load, prefill_logits_close_to_bf16
 from tests.models.tiny_kquant576_gguf import write_576_llama
 from tests.models.tiny_models import VOCAB
 
 PROMPT = [int(t) for t in np.random.default_rng(11).integers(3, VOCAB, 150)]  # bit_identity takes 150 tokens
 
 
-def load(path, cache_dir, weights: str = "auto", deterministic: bool = True):
-    return load_runtime(resolve_source(str(path)), ModelConfig(dtype="bf16", weights=weights),
-                        EngineConfig(kv_pool_tokens=4096, deterministic=deterministic), str(cache_dir))
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     directory = tmp_path_factory.mktemp("kquant576")
     path = write_576_llama(directory / "tiny-576-Q4_K_M.gguf")
-    return path, load(path, directory), load(path, directory, "bf16")
+    return path, load(path, "auto", directory), load(path, "bf16", directory)
 
 
 def types(weight) -> list[str]:
@@ -81,9 +75,7 @@ def test_the_weights_hold_the_files_bytes_and_no_more(model):
 
 def test_logits_and_greedy_tokens_match_the_bf16_model(model):
     _, packed, dense = model
-    ours = packed.prefill(packed.new_session(), PROMPT, all_logits=True)
-    reference = dense.prefill(dense.new_session(), PROMPT, all_logits=True)
-    assert (ours - reference).abs().max() <= LOGIT_TOLERANCE * reference.abs().max()
+    ours, reference = prefill_logits_close_to_bf16(packed, dense, PROMPT)
     assert (ours.argmax(-1) == reference.argmax(-1)).float().mean() >= 0.97
 
 

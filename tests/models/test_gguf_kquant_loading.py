@@ -23,6 +23,14 @@ LOGIT_TOLERANCE = 0.02  # of the largest |logit|: bf16 rounding of the reference
 PROMPT = [int(t) for t in np.random.default_rng(7).integers(3, VOCAB, 150)]
 
 
+def prefill_logits_close_to_bf16(packed, dense, prompt: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both runtimes' prefill logits of ``prompt``, asserted within :data:`LOGIT_TOLERANCE`."""
+    ours = packed.prefill(packed.new_session(), prompt, all_logits=True)
+    reference = dense.prefill(dense.new_session(), prompt, all_logits=True)
+    assert (ours - reference).abs().max() <= LOGIT_TOLERANCE * reference.abs().max()
+    return ours, reference
+
+
 def load(path, weights: str, cache_dir, deterministic: bool = True):
     return load_runtime(resolve_source(str(path)), ModelConfig(dtype="bf16", weights=weights),
                         EngineConfig(kv_pool_tokens=4096, deterministic=deterministic), str(cache_dir))
@@ -74,9 +82,7 @@ def test_packed_weights_hold_exactly_the_files_bytes(q4_k_m):
 
 def test_logits_and_greedy_tokens_match_the_bf16_model(q4_k_m):
     _, packed, dense = q4_k_m
-    ours = packed.prefill(packed.new_session(), PROMPT, all_logits=True)
-    reference = dense.prefill(dense.new_session(), PROMPT, all_logits=True)
-    assert (ours - reference).abs().max() <= LOGIT_TOLERANCE * reference.abs().max()
+    ours, reference = prefill_logits_close_to_bf16(packed, dense, PROMPT)
     assert (ours.argmax(-1) == reference.argmax(-1)).float().mean() >= 0.97
 
 
@@ -103,6 +109,4 @@ def test_single_type_files_load_packed_and_close_to_bf16(mix, tmp_path):
     path = write_kquant_llama(tmp_path / f"tiny-{mix}.gguf", mix, seed=3)
     packed, dense = load(path, "int4", tmp_path, False), load(path, "bf16", tmp_path, False)
     assert packed.weights.layers[1].gate_up.type_name == mix and packed.weights.layers[0].qkv.type_name == mix
-    ours = packed.prefill(packed.new_session(), PROMPT[:40], all_logits=True)
-    reference = dense.prefill(dense.new_session(), PROMPT[:40], all_logits=True)
-    assert (ours - reference).abs().max() <= LOGIT_TOLERANCE * reference.abs().max()
+    prefill_logits_close_to_bf16(packed, dense, PROMPT[:40])
