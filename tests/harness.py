@@ -63,6 +63,7 @@ def with_shared_weights(settings: dict) -> dict:
 
 
 _RUNNING: set["ServerProcess"] = set()
+STOP_WAIT_S = 30  # how long stop() waits for a SIGINT'd server to exit before it kills it
 
 
 def _stop_running_on_sigterm() -> None:
@@ -150,7 +151,7 @@ class ServerProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=STOP_WAIT_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)

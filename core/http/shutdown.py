@@ -1,16 +1,24 @@
 """SIGINT/SIGTERM drain: the uvicorn server that tells the engine to end in-flight requests first.
 
-On the first signal the engine drains (:meth:`kvgate.core.engine.engine.Engine.drain`): every
-in-flight request ends with an error, which each protocol sends as its error event (a streamed
-request gets a terminal event rather than a cut-off body), and new requests are refused with 503.
-uvicorn then closes the connections and exits; ``timeout_graceful_shutdown`` bounds the wait.
+When uvicorn's main loop sees the signal (within its 0.1 s tick) and begins shutting down, the engine
+drains (:meth:`kvgate.core.engine.engine.Engine.drain`): every in-flight request ends with an error,
+which each protocol sends as its error event (a streamed request gets a terminal event rather than
+a cut-off body), and new requests are refused with 503. uvicorn then closes the connections and
+exits; ``timeout_graceful_shutdown`` bounds the wait.
+
+The signal handler itself only sets uvicorn's flags. Python runs it on the main thread between two
+bytecodes of whatever that thread was doing, which may hold a lock that is not reentrant: a log
+line written from the handler while the event loop was enqueueing a request's log line waited for
+the log queue's own lock forever, and the server never exited. So the log line and the drain run
+from the event loop, at the start of :meth:`DrainingServer.shutdown`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
-from typing import Callable
+import socket
+from typing import Callable, Optional
 
 import uvicorn
 
@@ -19,14 +27,12 @@ log = logging.getLogger("kvgate")
 
 class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, drain: Callable[[], None]):
+        """``drain()``: end every in-flight request with an error and refuse new ones (it waits for the
+        engine's lock, so it runs on a worker thread the event loop awaits, never in the signal handler)."""
         super().__init__(config)
         self._drain = drain
-        self._drained = False
 
-    def handle_exit(self, sig, frame) -> None:
-        if not self._drained:
-            self._drained = True
-            log.info("shutting down: ending in-flight requests")
-            # from a signal handler: the engine's lock may be held by this very thread, so drain elsewhere
-            threading.Thread(target=self._drain, name="kvgate-drain", daemon=True).start()
-        super().handle_exit(sig, frame)
+    async def shutdown(self, sockets: Optional[list[socket.socket]] = None) -> None:
+        log.info("shutting down: ending in-flight requests")
+        await asyncio.to_thread(self._drain)
+        await super().shutdown(sockets=sockets)

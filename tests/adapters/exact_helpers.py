@@ -8,6 +8,7 @@ tables and code, where greedy top-2 logits are often close (often tied in bf16).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,12 @@ def ask(client, messages: list[dict], salt: str, max_tokens: int = MAX_TOKENS) -
     sources = usage.model_extra["kvgate"]
     return Served(choice.message.content, choice.finish_reason, as_tuples(choice.logprobs.content),
                   usage.prompt_tokens, sources["cached_tokens_device"], sources["cached_tokens_ssd"])
+
+
+def ask_each(client, conversations: list[list[dict]], salts: list[str], at_once: int) -> list[Served]:
+    """:func:`ask` for each conversation in its salt's namespace, ``at_once`` requests in flight."""
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        return list(pool.map(lambda pair: ask(client, *pair), zip(conversations, salts)))
 
 
 def difference(got: Served, want: Served) -> str:

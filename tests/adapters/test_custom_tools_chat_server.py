@@ -30,8 +30,9 @@ SHORT = {"model": "smollm2", "temperature": 0, "max_tokens": 40}
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("custom_chat"), {"cache": {"cached_tokens_granularity": 1}}) as proc:
-        yield openai.OpenAI(base_url=proc.base_url + "/v1", api_key="unused", max_retries=0)
+    with ServerProcess(tmp_path_factory.mktemp("custom_chat"), {"cache": {"cached_tokens_granularity": 1}}) as proc, \
+            openai.OpenAI(base_url=proc.base_url + "/v1", api_key="unused", max_retries=0) as client:
+        yield client  # closed (its keep-alive connection too) before the server stops
 
 
 @pytest.fixture(scope="module")
