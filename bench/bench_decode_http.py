@@ -11,6 +11,8 @@ Systems (``--systems``):
                   ~11 minutes on 2 cores), one process per workload, flags printed at the start.
                   Skipped with a message when it cannot be built.
   transformers    bf16 ``generate`` in this process on kvgate's converted model (see TransformersPeer)
+  kvgate-before   with ``--before DIR``: a second ``kvgate serve`` run from another checkout of kvgate
+                  (e.g. a worktree of the previous commit), to measure a change against what it replaces
 
 Both servers run on the same GGUF (``--gguf``: ``q4_1``, the embedded file, by default; ``q4_k_m``,
 made from it by bench/llama_quantize.py; or a path) with the same ``--threads`` (kvgate's ``[model]
@@ -33,11 +35,13 @@ HTTP tokens/s are measured alike for every server: from the first streamed conte
 last, over (completion tokens from usage - 1); the concurrent figure sums every stream's tokens
 after its first over the span from the earliest first token to the latest last one. Prints medians
 of ``--repeats`` runs, the ratios kvgate/llama-server and kvgate/transformers, and each system's
-concurrent figure over its batch-1 figure at the first context.
+concurrent figure over its batch-1 figure at the first context. Batch-1 workloads also give the time
+to the first token of a cold prompt (kvgate's cache is off; llama-server is sent ``"cache_prompt":
+false``, else its slot would reuse the previous workload's prompt, whose prose starts the same way).
 
     python bench/bench_decode_http.py [--systems kvgate,llama-server,transformers] [--tokens 256]
         [--contexts 86,1000,3000] [--concurrency 8] [--repeats 3] [--gguf q4_1|q4_k_m|PATH]
-        [--threads 2] [--peer-flags "..."]
+        [--threads 2] [--peer-flags "..."] [--before DIR]
 
 Figures from a busy (shared) machine are not to be reported: run it on a quiet one.
 """
@@ -55,7 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import httpx
 
@@ -86,7 +90,8 @@ PROSE = (
     "carried down from the orchards in the hills. Nobody hurried, because the ferry would not arrive until "
     "noon, and everyone knew that the weather, not the clock, decided when the day truly began. "
 )
-Decode = Callable[[list[list[dict]], int], tuple[float, int]]  # (chats, tokens) -> (tok/s, prompt tokens)
+# (chats, tokens) -> (tok/s, prompt tokens, seconds to the first token of the first chat)
+Decode = Callable[[list[list[dict]], int], tuple[float, int, float]]
 # on every llama-server beside -np / -t / -tb: none, its defaults are its best (module docstring)
 PEER_DECODE_FLAGS: list[str] = []
 
@@ -95,10 +100,13 @@ def user_chat(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
 
 
-def stream_one(base_url: str, messages: list[dict], tokens: int) -> tuple[float, float, int, int]:
-    """(first content time, last content time, completion tokens, prompt tokens) for one streaming request."""
+def stream_one(base_url: str, messages: list[dict], tokens: int, extra: Optional[dict] = None
+               ) -> tuple[float, float, float, int, int]:
+    """(start, first content time, last content time, completion tokens, prompt tokens) of one
+    streaming request; ``extra``: more fields of the request body."""
+    started = time.monotonic()
     body = {"model": "smollm2", "messages": messages, "max_tokens": tokens, "temperature": 0, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
+            "ignore_eos": True, "stream_options": {"include_usage": True}, **(extra or {})}
     first = last = 0.0
     usage = {}
     with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, timeout=900) as response:
@@ -111,15 +119,16 @@ def stream_one(base_url: str, messages: list[dict], tokens: int) -> tuple[float,
             if any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or []):
                 last = time.monotonic()
                 first = first or last
-    return first, last, usage["completion_tokens"], usage["prompt_tokens"]
+    return started, first, last, usage["completion_tokens"], usage["prompt_tokens"]
 
 
-def http_decode(base_url: str, chats: list[list[dict]], tokens: int) -> tuple[float, int]:
+def http_decode(base_url: str, chats: list[list[dict]], tokens: int, extra: Optional[dict] = None
+                ) -> tuple[float, int, float]:
     with concurrent.futures.ThreadPoolExecutor(len(chats)) as pool:
-        runs = list(pool.map(lambda chat: stream_one(base_url, chat, tokens), chats))
-    decoded = sum(completion - 1 for _, _, completion, _ in runs)  # tokens after each stream's first
-    span = max(last for _, last, _, _ in runs) - min(first for first, _, _, _ in runs)
-    return decoded / span, runs[0][3]
+        runs = list(pool.map(lambda chat: stream_one(base_url, chat, tokens, extra), chats))
+    decoded = sum(completion - 1 for _, _, _, completion, _ in runs)  # tokens after each stream's first
+    span = max(last for _, _, last, _, _ in runs) - min(first for _, first, _, _, _ in runs)
+    return decoded / span, runs[0][4], runs[0][1] - runs[0][0]
 
 
 def prompt_token_count(base_url: str, messages: list[dict]) -> int:
@@ -158,7 +167,7 @@ class TransformersPeer:
         self.tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).eval()
 
-    def decode(self, chats: list[list[dict]], tokens: int) -> tuple[float, int]:
+    def decode(self, chats: list[list[dict]], tokens: int) -> tuple[float, int, float]:
         texts = [self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) for chat in chats]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         with self.torch.inference_mode():
@@ -169,7 +178,7 @@ class TransformersPeer:
             started = time.monotonic()
             self.model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
             elapsed = time.monotonic() - started - prefill
-        return len(chats) * (tokens - 1) / elapsed, batch["input_ids"].shape[1]
+        return len(chats) * (tokens - 1) / elapsed, batch["input_ids"].shape[1], prefill
 
 
 def converted_model_dir(state_dir: Path) -> str:
@@ -193,7 +202,8 @@ def start_llama_servers(stack: contextlib.ExitStack, gguf: str, args) -> Decode:
         print(f"# llama-server flags, {label}: {' '.join(merged_args(flags))}", flush=True)
         log_path = PEER_DIR / f"decode-np{streams}.log"
         servers[streams] = stack.enter_context(LlamaServer(flags, gguf=gguf, log_path=log_path))
-    return lambda chats, tokens: http_decode(servers[1 if len(chats) == 1 else concurrency].base_url, chats, tokens)
+    return lambda chats, tokens: http_decode(servers[1 if len(chats) == 1 else concurrency].base_url, chats, tokens,
+                                             {"cache_prompt": False})  # a cold prompt every time, as kvgate's
 
 
 def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path, args) -> tuple[dict[str, Decode], str]:
@@ -204,11 +214,23 @@ def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path, args
     systems: dict[str, Decode] = {}
     if "kvgate" in names:
         systems["kvgate"] = lambda chats, tokens: http_decode(kvgate.base_url, chats, tokens)
+    if args.before:
+        before = stack.enter_context(ServerProcess(tmp / "kvgate-before", settings, env=checkout_env(args.before, tmp)))
+        systems["kvgate-before"] = lambda chats, tokens: http_decode(before.base_url, chats, tokens)
     if "llama-server" in names and llama_server_available():
         systems["llama-server"] = start_llama_servers(stack, args.gguf, args)
     if "transformers" in names:
         systems["transformers"] = TransformersPeer(converted_model_dir(kvgate.state_dir)).decode
     return systems, kvgate.base_url
+
+
+def checkout_env(checkout: str, tmp: Path) -> dict[str, str]:
+    """The environment that makes ``import kvgate`` load the checkout at ``checkout`` (a folder named
+    kvgate linked to it, first on PYTHONPATH)."""
+    folder = tmp / "before-path"
+    folder.mkdir()
+    (folder / "kvgate").symlink_to(Path(checkout).resolve(), target_is_directory=True)
+    return {"PYTHONPATH": str(folder)}
 
 
 def workloads(base_url: str, contexts: list[int], concurrency: int) -> dict[str, list[list[dict]]]:
@@ -217,9 +239,11 @@ def workloads(base_url: str, contexts: list[int], concurrency: int) -> dict[str,
     return chats
 
 
-def measure(args) -> tuple[dict, dict]:
-    """{(workload, system): [tok/s per repeat]} and {(workload, system): prompt tokens}."""
+def measure(args) -> tuple[dict, dict, dict]:
+    """{(workload, system): [tok/s per repeat]}, {(workload, system): prompt tokens} and
+    {(workload, system): [seconds to the first token per repeat]} (batch-1 workloads)."""
     rates: dict[tuple[str, str], list[float]] = {}
+    firsts: dict[tuple[str, str], list[float]] = {}
     prompt_tokens: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         systems, kvgate_url = start_systems(args.systems.split(","), stack, Path(tmp), args)
@@ -229,17 +253,20 @@ def measure(args) -> tuple[dict, dict]:
         for _ in range(args.repeats):
             for workload, workload_chats in chats.items():
                 for system, decode in systems.items():
-                    rate, prompt = decode(workload_chats, args.tokens)
+                    rate, prompt, first = decode(workload_chats, args.tokens)
                     rates.setdefault((workload, system), []).append(rate)
                     prompt_tokens[(workload, system)] = prompt
-                    print(f"  {workload:<22} {system:<13} {rate:7.1f} tok/s  ({prompt} prompt tokens)", flush=True)
-    return rates, prompt_tokens
+                    if len(workload_chats) == 1:
+                        firsts.setdefault((workload, system), []).append(first)
+                    print(f"  {workload:<22} {system:<13} {rate:7.1f} tok/s  ({prompt} prompt tokens, first token "
+                          f"{first:.2f} s)", flush=True)
+    return rates, prompt_tokens, firsts
 
 
-def report(rates: dict, prompt_tokens: dict) -> None:
+def report(rates: dict, prompt_tokens: dict, firsts: dict) -> None:
     medians = {key: statistics.median(values) for key, values in rates.items()}
     systems = list(dict.fromkeys(system for _, system in medians))
-    peers = [peer for peer in ("llama-server", "transformers") if peer in systems and "kvgate" in systems]
+    peers = [peer for peer in ("llama-server", "transformers", "kvgate-before") if peer in systems and "kvgate" in systems]
     print("\n| measurement | prompt tokens | " + " | ".join(f"{s} tok/s" for s in systems)
           + "".join(f" | kvgate/{peer}" for peer in peers) + " |")
     print("| --- " * (2 + len(systems) + len(peers)) + "|")
@@ -249,6 +276,10 @@ def report(rates: dict, prompt_tokens: dict) -> None:
         cells = [f"{medians[(workload, s)]:.1f}" for s in systems]
         ratios = [f"{medians[(workload, 'kvgate')] / medians[(workload, peer)]:.2f}" for peer in peers]
         print(f"| {workload} | {prompts} | " + " | ".join(cells + ratios) + " |")
+    for workload in dict.fromkeys(workload for workload, _ in firsts):
+        cells = [f"{system} {statistics.median(firsts[(workload, system)]):.2f} s" for system in systems
+                 if (workload, system) in firsts]
+        print(f"cold time to first token, {workload}: " + ", ".join(cells))
     for system in systems:
         print(f"{system} {workloads[-1]} / {workloads[0]}: "
               f"{medians[(workloads[-1], system)] / medians[(workloads[0], system)]:.2f}x")
@@ -264,6 +295,7 @@ def main() -> None:
     parser.add_argument("--gguf", default="q4_1", help="q4_1 (the embedded GGUF), q4_k_m (made from it) or a path")
     parser.add_argument("--threads", type=int, default=2, help="threads of kvgate and of llama-server alike")
     parser.add_argument("--peer-flags", default="", help='more llama-server flags to try, e.g. "-fa off"')
+    parser.add_argument("--before", default="", help="another checkout of kvgate to run beside this one")
     args = parser.parse_args()
     args.gguf = resolve_gguf(args.gguf)
     print(f"# decode benchmark {datetime.datetime.now().isoformat(timespec='seconds')}, "

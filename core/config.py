@@ -75,6 +75,9 @@ class ModelConfig:
     dtype: str = attrs.field(default="bf16", validator=_one_of("bf16", "fp32", "fp16"))
     # linear weights: dense in dtype ("bf16"), int8 per row or int4 in groups of 32 (CPU, dtype bf16)
     weights: str = attrs.field(default="auto", validator=_one_of("auto", "bf16", "int8", "int4"))
+    # a Llama / Qwen2 GGUF kept packed runs each layer as one native call (kvgate.models.llama.native):
+    # faster decode, slower cold prefill (its attention is fp32 FMA, torch's uses AMX), so not the default
+    native_layers: bool = False
     device: str = "auto"  # auto / cpu / cuda
     dialect: str = ""  # empty = chosen from architecture and template
     dialect_variant: str = ""  # empty = the dialect picks from the template (e.g. chatml_json qwen25 / qwen3)

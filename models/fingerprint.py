@@ -13,7 +13,6 @@ import json
 import attrs
 import torch
 
-from kvgate.models.cpu_kernels.rms_norm import FINGERPRINT as NORM_FINGERPRINT
 from kvgate.models.gguf_kquant_weight import kernel_arithmetic
 
 SAMPLES_PER_TENSOR = 257
@@ -41,10 +40,8 @@ def weights_fingerprint(arch, weights, dtype: torch.dtype) -> str:
     return digest.hexdigest()[:32]
 
 
-def runtime_fingerprint(arch, weights, dtype: torch.dtype, deterministic: bool, norm_kernel: bool) -> str:
+def runtime_fingerprint(arch, weights, dtype: torch.dtype, deterministic: bool, arithmetic: str) -> str:
     """The fingerprint of a runtime's state: its weights', plus the arithmetic that wrote the state,
-    so state of one mode never serves the other (the invariant attention; the CPU RMSNorm kernel)."""
-    mode = "/invariant-flash" if deterministic else ""
-    if norm_kernel:
-        mode += NORM_FINGERPRINT
-    return weights_fingerprint(arch, weights, dtype) + mode
+    so state of one mode never serves the other (the invariant attention; ``arithmetic``, the
+    forward's own kernels: the CPU RMSNorm kernel, the native layer)."""
+    return weights_fingerprint(arch, weights, dtype) + ("/invariant-flash" if deterministic else "") + arithmetic

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 from kvgate.models import gguf_experts, gguf_hybrid, gguf_hybrid_q4
+from kvgate.models.cpu_kernels.llama_layer import llama_layer_kernel
 from kvgate.models.gguf_kquant import TYPES as KQUANT_TYPES
 from kvgate.models.gguf_kquant_store import stored_kquant
 from kvgate.models.gguf_quant import q4_parts, stored_parts
@@ -39,6 +40,7 @@ _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.
                  "output.weight": "lm_head.weight"}
 _HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", **gguf_experts.HF_CLASSES,
                **gguf_hybrid.HF_CLASSES}
+NATIVE_MODEL_TYPES = ("llama", "qwen2")  # GGUF layers the native Llama layer runs (no q/k norm, no experts)
 _HF_MODEL_TYPES = {**gguf_experts.HF_MODEL_TYPES, **gguf_hybrid.HF_MODEL_TYPES}
 
 
@@ -127,10 +129,17 @@ def _kept_4bit(tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
     return stored_parts(hf_name(tensor.name), tuple(_unpermuted(tensor.name, part, config) for part in parts))
 
 
+def q4_blocks_wanted(native_layers: bool) -> bool:
+    """Whether a plain Llama's Q4_0 / Q4_1 projections are to be kept as the file's blocks rather than
+    int4 parts: for the native layer (``[model] native_layers``, :mod:`kvgate.models.llama.native`),
+    where it builds."""
+    return native_layers and llama_layer_kernel() is not None
+
+
 def _kept_kquant(tensor, config: dict[str, Any], embedding: bool) -> dict[str, torch.Tensor]:
     """The raw rows (:mod:`kvgate.models.gguf_kquant_store`) of a dense layer's linear weight, of the
     output head or, with ``embedding``, of the token embedding in a type of :mod:`kvgate.models.gguf_kquant`
-    (Q4_0 / Q4_1 projections are int4 parts already); empty for any other tensor (it is dequantized)."""
+    (Q4_0 / Q4_1 projections too, where the caller keeps them so); empty for any other tensor (it is dequantized)."""
     match = re.fullmatch(r"blk\.(\d+)\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight|output\.weight"
                          r"|(token_embd)\.weight", tensor.name)
     if not match or tensor.tensor_type.name not in KQUANT_TYPES or len(tensor.data.shape) != 2:
@@ -148,10 +157,12 @@ def _hf_tensors(gguf_name: str, values: np.ndarray, config: dict[str, Any], hybr
     return gguf_experts.hf_tensors(gguf_name, values, config["num_hidden_layers"], hf_name)
 
 
-def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress, int4: bool = False) -> None:
+def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress, int4: bool = False,
+                 q4_blocks: bool = False) -> None:
     """Write the Hugging Face directory for the GGUF at ``path`` into ``target`` (must exist);
     ``int4``: Q4_0 / Q4_1 linear weights stay 4-bit (:mod:`kvgate.models.gguf_quant`; the hybrids'
-    projections through :mod:`kvgate.models.gguf_hybrid_q4`), and a dense model's Q8_0 / Q4_K / Q5_K /
+    projections through :mod:`kvgate.models.gguf_hybrid_q4`; with ``q4_blocks``, a plain Llama's as the
+    file's blocks, :data:`NATIVE_MODEL_TYPES`), and a dense model's Q8_0 / Q4_K / Q5_K /
     Q6_K / Q5_0 / Q5_1 linear weights, output head (Q4_0 / Q4_1 too) and (but in a Q4_0 / Q4_1 file)
     token embedding keep their blocks (:mod:`kvgate.models.gguf_kquant_store`)."""
     from gguf.quants import dequantize
@@ -175,10 +186,12 @@ def convert_gguf(path: str, target: Path, dtype: torch.dtype, progress: Progress
     progress.stage(f"dequantizing {len(reader.tensors)} tensors")
     # a Q4_0 / Q4_1 file keeps its dense embedding and int8 tied head (the embedded model's defaults)
     embedding = meta.get("general.file_type") not in Q4_FILE_TYPES
+    q4_blocks = q4_blocks and not hybrid and config["model_type"] in NATIVE_MODEL_TYPES
     tensors = {}
     for index, tensor in enumerate(reader.tensors):
         progress.count("tensors dequantized", index, len(reader.tensors))
         kept = int4 and (gguf_hybrid_q4.kept_4bit(tensor, config, hf_name) if hybrid
+                         else _kept_kquant(tensor, config, embedding) if q4_blocks
                          else _kept_4bit(tensor, config) or _kept_kquant(tensor, config, embedding))
         if kept:
             tensors.update(kept)

@@ -16,8 +16,9 @@ class Rotary(Protocol):
 
 class KVForward(Protocol):
     rotary: Rotary
-    # the CPU RMSNorm kernel when the forward uses it (part of the state's fingerprint), else None
-    norm_kernel: Optional[object]
+    # the names of the forward's own kernels that shape its state's bits ("/rmsnorm-rows1", the native
+    # layer's), "" where torch computes all of it: part of the state's fingerprint
+    arithmetic: str
 
     def prefill(self, tokens: torch.Tensor, start: int, new_slots: torch.Tensor, context: Optional[Context],
                 all_logits: bool, interrupted: Optional[Callable[[], bool]] = None) -> torch.Tensor:

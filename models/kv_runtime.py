@@ -85,7 +85,7 @@ class KVRuntime(ModelRuntime):
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic,
-                                                    self.forward.norm_kernel is not None)
+                                                    self.forward.arithmetic)
         return self._fingerprint
 
     def attach_mtp(self, weights) -> None:

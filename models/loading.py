@@ -86,6 +86,8 @@ def load_hf_directory(path: str, model_config: ModelConfig, engine_config: Engin
     quantize = quantizer(family)
     if quantize is not None:
         weights = quantize(weights, weight_format)
+    if isinstance(weights, LlamaWeights):
+        weights.native = model_config.native_layers
     specials = read_special_tokens(tokenizer_config)
     bos = specials.get("bos_token")
     info = ModelInfo(name=model_config.name, architecture=arch.architecture, vocab_size=arch.vocab_size,
@@ -126,7 +128,8 @@ def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: 
     log.info("weights: %s (model.weights = %s)", fmt, model_config.weights)
     if source.kind == "hf":
         return load_hf_directory(source.path, model_config, engine_config, progress, family=family, weight_format=fmt)
-    directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress, fmt)
+    directory = gguf_cache.converted_directory(source.path, model_config.dtype, cache_dir, progress, fmt,
+                                               model_config.native_layers)
     embedded = is_embedded(source.path)
     runtime = load_hf_directory(str(directory), model_config, engine_config, progress,
                                 EMBEDDED_CONTEXT if embedded else 0, family, fmt)

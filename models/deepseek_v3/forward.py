@@ -32,7 +32,7 @@ from kvgate.models.rope import Rotary, apply_rotary
 
 
 class MlaForward:
-    norm_kernel = None  # its norms run in torch (kvgate.models.kv_forward.KVForward)
+    arithmetic = ""  # torch computes all of it (kvgate.models.kv_forward.KVForward)
 
     def __init__(self, arch: DeepseekArch, weights: DeepseekWeights, pool: KVPool, rotary: Rotary,
                  fp32_attention_keys: Optional[int] = None, deterministic: bool = False):

@@ -62,7 +62,7 @@ class DeepseekV4Runtime(ModelRuntime):
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic, False)
+            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic, "")
         return self._fingerprint
 
     def attach_mtp(self, weights: DraftWeights) -> None:

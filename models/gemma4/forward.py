@@ -30,7 +30,7 @@ ACTIVATIONS = {"gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"), "ge
 
 
 class Gemma4Forward:
-    norm_kernel = None  # its norms run in torch (kvgate.models.kv_forward.KVForward)
+    arithmetic = ""  # torch computes all of it (kvgate.models.kv_forward.KVForward)
 
     def __init__(self, arch: Gemma4Arch, weights: Gemma4Weights, pool: ShapedKVPool, rotary: Rotaries,
                  deterministic: bool = False):

@@ -33,7 +33,7 @@ Context = Union[torch.Tensor, slice]  # slot indices ([keys] or [batch, keys]), 
 
 
 class GptOssForward:
-    norm_kernel = None  # its norms run in torch (kvgate.models.kv_forward.KVForward)
+    arithmetic = ""  # torch computes all of it (kvgate.models.kv_forward.KVForward)
 
     def __init__(self, arch: GptOssArch, weights: GptOssWeights, pool: KVPool, rotary: Rotary,
                  deterministic: bool = False):

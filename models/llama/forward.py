@@ -18,15 +18,16 @@ import torch.nn.functional as F
 from kvgate.core.runtime import PrefillInterrupted
 from kvgate.models.cpu_kernels.int4 import int4_kernel
 from kvgate.models.cpu_kernels.int8 import int8_kernel
-from kvgate.models.cpu_kernels.rms_norm import rms_norm_kernel
+from kvgate.models.cpu_kernels.rms_norm import FINGERPRINT as NORM_FINGERPRINT, rms_norm_kernel
 from kvgate.models.invariant_attention import InvariantAttention
 from kvgate.models.invariant_linear import invariant_linear
 from kvgate.models.kv_forward import Context
 from kvgate.models.prefill_attention import PrefillAttention
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
+from kvgate.models.llama.native import context_table, native_layers
 from kvgate.models.moe.experts import moe_mlp
-from kvgate.models.quant_linear import DENSE_ROWS, linear
+from kvgate.models.quant_linear import DENSE_ROWS, TILED_WEIGHTS, linear
 from kvgate.models.rope import Rotary, apply_rotary
 
 class LlamaForward:
@@ -49,6 +50,10 @@ class LlamaForward:
         self.norm_kernel = rms_norm_kernel() if own_norm else None
         if weights.embed.device.type == "cpu" and getattr(weights, "format", "bf16") != "bf16":
             int4_kernel(), int8_kernel()  # built and checked at load, not on the first request
+        # every layer in one native call where the weights are packed GGUF blocks (kvgate.models.llama.native)
+        self.native = native_layers(arch, weights, pool, rotary.inv_freq, rotary.attention_factor)
+        own = [NORM_FINGERPRINT] if self.norm_kernel is not None and self.native is None else []
+        self.arithmetic = "".join(own + ([self.native.fingerprint] if self.native is not None else []))
 
     def _linear(self, x: torch.Tensor, weight, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """F.linear, or a quantized weight's own (:mod:`kvgate.models.quant_linear`); in deterministic
@@ -104,6 +109,15 @@ class LlamaForward:
         rows = self.hidden if all_rows else self.hidden[-1:]
         return self._linear(rows, self.weights.lm_head).float()
 
+    def _native_head(self, x: torch.Tensor, all_rows: bool = True) -> torch.Tensor:
+        """:meth:`_head` of the native path's fp32 rows (its own final norm)."""
+        if self.keep_hidden:
+            self.hidden = self.native.normed(x).to(self.weights.embed.dtype)
+        normed = self.native.normed(x if all_rows else x[-1:].contiguous())
+        if not isinstance(self.weights.lm_head, TILED_WEIGHTS):  # a dense or int8 head takes the model dtype
+            normed = normed.to(self.weights.embed.dtype)
+        return self._linear(normed, self.weights.lm_head).float()
+
     def take_hidden(self) -> torch.Tensor:
         hidden, self.hidden = self.hidden, None
         return hidden
@@ -121,6 +135,10 @@ class LlamaForward:
         ``interrupted`` is polled before each layer (a long prompt's forward can take seconds)."""
         n = tokens.shape[0]
         positions = torch.arange(start, start + n, device=tokens.device)
+        if self.native is not None:
+            x = self.native.run(self.weights.embed[tokens].float(), positions, new_slots,
+                                context_table(context, new_slots), torch.zeros(n, dtype=torch.int32), interrupted)
+            return self._native_head(x, all_logits)
         self.rotary.ensure(start + n)
         cos, sin = self.rotary.tables(positions)
         group = self.arch.heads // self.arch.kv_heads
@@ -147,6 +165,10 @@ class LlamaForward:
         row the slot range of its context; ``mask`` [batch, 1, 1, keys] hides padding keys."""
         batch = tokens.shape[0]
         arch = self.arch
+        if self.native is not None:
+            table = context_table(context, new_slots)
+            row_seq = torch.arange(batch, dtype=torch.int32) if table.shape[0] == batch else torch.zeros(batch, dtype=torch.int32)
+            return self._native_head(self.native.run(self.weights.embed[tokens].float(), positions, new_slots, table, row_seq))
         cos, sin = self.rotary.tables(positions)
         if not isinstance(context, slice):
             context = context.view(-1)

@@ -102,6 +102,7 @@ class LlamaWeights:
     norm: torch.Tensor
     lm_head: torch.Tensor  # a tensor, or after quantization an Int8Weight / Int4Weight like the layers' linears
     format: str = "bf16"  # the weight format (kvgate.models.weight_format): "bf16" dense, "int8", "int4"
+    native: bool = False  # each layer one native call where it applies ([model] native_layers)
 
     @classmethod
     def from_hf_tensors(cls, arch: LlamaArch, tensors: dict[str, torch.Tensor],

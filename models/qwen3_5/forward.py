@@ -46,7 +46,7 @@ class PrefillResult:
 
 class Qwen35Forward:
     attention_kernel = None  # no own CPU kernels: the host's fingerprint reads these
-    norm_kernel = None
+    arithmetic = ""  # torch computes all of it (kvgate.models.kv_forward.KVForward)
     keep_hidden = False  # set by an attached MTP head (kvgate.models.kv_forward.HiddenKeeping)
 
     def __init__(self, arch: Qwen35Arch, weights: Qwen35Weights, pool: KVPool, rotary: Rotary,

@@ -89,7 +89,7 @@ class Qwen35Runtime(ModelRuntime):
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic, False)
+            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic, "")
         return self._fingerprint
 
     @property

@@ -36,3 +36,5 @@ def test_a_smallest_kvgate_run_prints_a_row_per_workload_on_the_named_gguf():
     assert set(rows) == {"batch-1 @ 40 ctx", "2 concurrent"}, run.stdout
     assert 20 <= int(rows["batch-1 @ 40 ctx"]["prompt"]) <= 40
     assert all(float(row["rate"]) > 0 for row in rows.values())
+    first_token = [line for line in lines if line.startswith("cold time to first token, batch-1 @ 40 ctx: kvgate ")]
+    assert len(first_token) == 1 and float(first_token[0].split()[-2]) > 0, run.stdout

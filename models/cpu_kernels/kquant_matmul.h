@@ -1,0 +1,77 @@
+/* y = x @ W.T for W a matrix of raw GGUF blocks (kquant_blocks.h), kvgate's own arithmetic:
+
+     w      = each weight dequantized to fp32 as ggml does it
+     lane l = fma over k = l, l + 16, l + 32, ... in order of x[m, k] * w[n, k], from 0
+     y[m,n] = the 16 lanes added as a fixed tree (kquant_vec.h)
+
+   Nothing in it depends on M, on a row's place in the call or on the thread count, and every
+   build (scalar, AVX2, AVX-512) gives the same bits. Threads split the output columns into
+   tiles of COL_TILE weight rows (OpenMP, static schedule, on torch's runtime). One x row: each
+   weight is decoded into registers and used at once (kquant_rows.h), so the packed
+   weights stream through once. More rows: a thread dequantizes its tile once into its own fp32
+   buffer (it stays in L1/L2) and runs every x row over it, ROW_TILE rows at a time. Shared by
+   kquant.c (the matmul alone) and llama_layer.c (a whole layer in one call). */
+#ifndef KVGATE_KQUANT_MATMUL_H
+#define KVGATE_KQUANT_MATMUL_H
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kquant_rows.h"
+#include "kquant_q8a_rows.h"
+
+/* x fp32 [M][K], raw [N][row_bytes] blocks of `type`, y fp32 [M][ld] (columns 0..N-1 written); K a
+   multiple of the block; returns 0, or -1 where a buffer could not be had */
+static int kquant_matmul_into(const float *x, const uint8_t *raw, float *y, int M, int N, int K, int ld, int type,
+                              int threads) {
+    size_t row_bytes = (size_t)(K / BLOCK_WEIGHTS[type]) * BLOCK_BYTES[type];
+    int tiles = (N + COL_TILE - 1) / COL_TILE, failed = 0;
+    if (M == 1) {  /* one row: nothing to share a dequantized weight with, so no buffer */
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)N * K >= 65536)
+        for (int t = 0; t < tiles; t++) {
+            int first = t * COL_TILE;
+            if (N - first >= COL_TILE) dot_rows(type, COL_TILE, raw + first * row_bytes, row_bytes, K, x, y + first);
+            else for (int n = first; n < N; n++) dot_rows(type, 1, raw + n * row_bytes, row_bytes, K, x, y + n);
+        }
+        return 0;
+    }
+#pragma omp parallel num_threads(threads) if ((long)N * K >= 65536) reduction(| : failed)
+    {
+        float *w = aligned_alloc(64, sizeof(float) * COL_TILE * (size_t)K);
+        failed = w == NULL;
+#pragma omp for schedule(static)
+        for (int t = 0; t < tiles; t++) {
+            int first = t * COL_TILE, cols = N - first < COL_TILE ? N - first : COL_TILE;
+            if (!w) continue;
+            for (int c = 0; c < cols; c++) dequantize_row(type, raw + (first + c) * row_bytes, K, w + (size_t)c * K);
+            column_tile(x, M, w, cols, K, y + first, ld);
+        }
+        free(w);
+    }
+    return failed ? -1 : 0;
+}
+
+/* the q8a arithmetic (kquant_q8a.h): arguments as kquant_matmul_into with ld = N; returns 0, or -1
+   where no buffer could be had */
+static int kquant_q8a_matmul_into(const float *x, const uint8_t *raw, float *y, int M, int N, int K, int type,
+                                  int threads) {
+    int blocks = K / 32, tiles = (N + COL_TILE - 1) / COL_TILE, failed = 0;
+    size_t row_bytes = (size_t)(K / BLOCK_WEIGHTS[type]) * BLOCK_BYTES[type];
+    q8a_tile_function run = q8a_tile(type);
+    xblock *xq = malloc(sizeof(xblock) * (size_t)M * blocks);
+    if (!xq) return -1;
+    for (int m = 0; m < M; m++) quantize_x_row(x + (size_t)m * K, K, xq + (size_t)m * blocks);
+#pragma omp parallel num_threads(threads) if ((long)N * K * M >= 65536) reduction(| : failed)
+    {
+        wblock *buffer = M > 1 ? aligned_alloc(64, Q8A_BUFFER_BYTES(blocks)) : NULL;  /* whole 64s, as it needs */
+        failed = M > 1 && !buffer;
+#pragma omp for schedule(static)
+        for (int t = 0; t < tiles; t++) {
+            int first = t * COL_TILE, cols = N - first < COL_TILE ? N - first : COL_TILE;
+            if (!failed) run(raw + first * row_bytes, row_bytes, cols, xq, M, blocks, y + first, N, buffer);
+        }
+        free(buffer);
+    }
+    free(xq);
+    return failed ? -1 : 0;
+}
+#endif

@@ -1,0 +1,85 @@
+"""A whole Llama layer in one native call (``llama_layer.c``): the layouts it reads, and its loader.
+
+The arithmetic is kvgate's own from end to end (the file's docstring lists it): an fp32 residual
+stream, the K-quant block matmuls of ``kquant_matmul.h``, RoPE and SiLU in fp32, K/V rounded to
+bf16 into the pool, and the paged attention of ``paged_attention.h`` with fixed key tiles. Each row
+is computed from itself and the keys it sees, so a prefill, a split prefill, an append and a decode
+step in any batch give the same bits. :attr:`LlamaLayerKernel.fingerprint` names it in the state's
+fingerprint, so state written by torch's arithmetic is never served to it, nor the reverse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+from typing import Optional
+
+from kvgate.models.cpu_kernels.build import cpu_has, load
+from kvgate.models.cpu_kernels.kquant import BEST_FIRST, COMMON_FLAGS, VARIANT_ENV, VARIANTS
+
+log = logging.getLogger("kvgate.kernels")
+ARITHMETIC = "llama-native1"
+MAX_PARTS = 4
+
+
+class MatrixPart(ctypes.Structure):
+    _fields_ = [("raw", ctypes.c_void_p), ("type", ctypes.c_int), ("rows", ctypes.c_int)]
+
+
+class Matrix(ctypes.Structure):
+    _fields_ = [("parts", MatrixPart * MAX_PARTS), ("count", ctypes.c_int), ("cols", ctypes.c_int)]
+
+
+class LayerSpec(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int) for name in
+                ("hidden", "heads", "kv_heads", "head_dim", "rotary_dim", "intermediate")] + [
+        ("eps", ctypes.c_float), ("scale", ctypes.c_float),
+        ("attn_norm", ctypes.c_void_p), ("mlp_norm", ctypes.c_void_p),
+        ("qkv_bias", ctypes.c_void_p), ("o_bias", ctypes.c_void_p),
+        ("qkv", Matrix), ("o", Matrix), ("gate_up", Matrix), ("down", Matrix),
+        ("k_pool", ctypes.c_void_p), ("v_pool", ctypes.c_void_p)]
+
+
+class StepRows(ctypes.Structure):
+    _fields_ = [("rows", ctypes.c_int), ("width", ctypes.c_int), ("threads", ctypes.c_int),
+                ("cos", ctypes.c_void_p), ("sin", ctypes.c_void_p), ("new_slots", ctypes.c_void_p),
+                ("tables", ctypes.c_void_p), ("row_seq", ctypes.c_void_p), ("row_keys", ctypes.c_void_p)]
+
+
+class LlamaLayerKernel:
+    """One compiled variant: :meth:`layers` runs layer specs over rows, :meth:`final_norm` the last norm."""
+
+    def __init__(self, lib: ctypes.CDLL, variant: str):
+        self.variant = variant
+        self.fingerprint = f"/{ARITHMETIC}-{variant}"
+        self.layers = lib.llama_layers
+        self.layers.argtypes = [ctypes.POINTER(LayerSpec), ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(StepRows)]
+        self.layers.restype = ctypes.c_int
+        self.final_norm = lib.llama_final_norm
+        self.final_norm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2 + [ctypes.c_float]
+        self.final_norm.restype = None
+
+
+@functools.lru_cache(maxsize=None)
+def llama_layer_variant(variant: str) -> Optional[LlamaLayerKernel]:
+    """``variant`` (a key of kquant's VARIANTS) compiled, or None where the CPU or compiler refuse it."""
+    if variant not in VARIANTS:
+        log.info("llama layer kernel not built: no variant %r", variant)
+        return None
+    cpu_flags, compiler_flags = VARIANTS[variant]
+    if not cpu_has(cpu_flags):
+        return None
+    lib = load("llama_layer.c", (*COMMON_FLAGS, *compiler_flags, "-lm"))
+    return None if lib is None else LlamaLayerKernel(lib, variant)
+
+
+@functools.lru_cache(maxsize=None)
+def llama_layer_kernel() -> Optional[LlamaLayerKernel]:
+    """The variant named by ``$KVGATE_KQUANT_VARIANT``, else the best this CPU runs, else None."""
+    forced = os.environ.get(VARIANT_ENV)
+    if forced:
+        return llama_layer_variant(forced)
+    best = next((name for name in BEST_FIRST["fp32"] if cpu_has(VARIANTS[name][0])), None)
+    return None if best is None else llama_layer_variant(best)
