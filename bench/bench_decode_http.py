@@ -41,7 +41,7 @@ false``, else its slot would reuse the previous workload's prompt, whose prose s
 
     python bench/bench_decode_http.py [--systems kvgate,llama-server,transformers] [--tokens 256]
         [--contexts 86,1000,3000] [--concurrency 8] [--repeats 3] [--gguf q4_1|q4_k_m|PATH]
-        [--threads 2] [--peer-flags "..."] [--before DIR]
+        [--threads 2] [--peer-flags "..."] [--before DIR] [--native-layers]
 
 Figures from a busy (shared) machine are not to be reported: run it on a quiet one.
 """
@@ -210,7 +210,8 @@ def start_systems(names: list[str], stack: contextlib.ExitStack, tmp: Path, args
     """The decode function of each system and kvgate's URL (its tokenizer sizes the prompts)."""
     settings = {"engine": {"max_batch": max(16, args.concurrency)}, "cache": {"enabled": False},
                 "model": {"path": args.gguf, "threads": args.threads}}
-    kvgate = stack.enter_context(ServerProcess(tmp / "kvgate", settings))
+    native = {"model": {**settings["model"], "native_layers": True}} if args.native_layers else {}
+    kvgate = stack.enter_context(ServerProcess(tmp / "kvgate", {**settings, **native}))
     systems: dict[str, Decode] = {}
     if "kvgate" in names:
         systems["kvgate"] = lambda chats, tokens: http_decode(kvgate.base_url, chats, tokens)
@@ -296,6 +297,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads of kvgate and of llama-server alike")
     parser.add_argument("--peer-flags", default="", help='more llama-server flags to try, e.g. "-fa off"')
     parser.add_argument("--before", default="", help="another checkout of kvgate to run beside this one")
+    parser.add_argument("--native-layers", action="store_true",
+                        help="kvgate (not --before's) with [model] native_layers = true")
     args = parser.parse_args()
     args.gguf = resolve_gguf(args.gguf)
     print(f"# decode benchmark {datetime.datetime.now().isoformat(timespec='seconds')}, "
