@@ -125,18 +125,24 @@ def close_to_float(kernel: KQuantKernel) -> bool:
     return bool(((kernel.matmul(x, raw, "Q8_0", 24) - x @ w.T).abs() <= tolerance).all())
 
 
+def variant_library(source: str, variant: str, label: str, extra_flags: tuple[str, ...] = ()) -> Optional[ctypes.CDLL]:
+    """``source`` compiled as ``variant`` (a key of :data:`VARIANTS`), or None where there is no such
+    variant or the CPU, the compiler or the cache refuse it (``label`` names the kernel in the log)."""
+    if variant not in VARIANTS:
+        log.info("%s not built: no variant %r (known: %s)", label, variant, ", ".join(VARIANTS))
+        return None
+    cpu_flags, compiler_flags = VARIANTS[variant]
+    if not cpu_has(cpu_flags):
+        log.info("%s not built: CPU lacks %s for variant %s", label, "/".join(cpu_flags), variant)
+        return None
+    return load(source, (*COMMON_FLAGS, *compiler_flags, *extra_flags))
+
+
 @functools.lru_cache(maxsize=None)
 def kquant_variant(variant: str, arithmetic: str = "fp32") -> Optional[KQuantKernel]:
     """``variant`` compiled and checked in ``arithmetic`` (a key of :data:`ARITHMETICS`), or None where
     the CPU, the compiler or the cache refuse it."""
-    if variant not in VARIANTS:
-        log.info("kquant kernel not built: no variant %r (known: %s)", variant, ", ".join(VARIANTS))
-        return None
-    cpu_flags, compiler_flags = VARIANTS[variant]
-    if not cpu_has(cpu_flags):
-        log.info("kquant kernel not built: CPU lacks %s for variant %s", "/".join(cpu_flags), variant)
-        return None
-    lib = load("kquant.c", (*COMMON_FLAGS, *compiler_flags))
+    lib = variant_library("kquant.c", variant, "kquant kernel")
     if lib is None:
         return None
     kernel = KQuantKernel(lib, variant, arithmetic)

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 import os
 from typing import Optional
 
-from kvgate.models.cpu_kernels.build import cpu_has, load
-from kvgate.models.cpu_kernels.kquant import BEST_FIRST, COMMON_FLAGS, VARIANT_ENV, VARIANTS
+from kvgate.models.cpu_kernels.build import cpu_has
+from kvgate.models.cpu_kernels.kquant import BEST_FIRST, VARIANT_ENV, VARIANTS, variant_library
 
-log = logging.getLogger("kvgate.kernels")
 ARITHMETIC = "llama-native1"
 MAX_PARTS = 4
 
@@ -65,13 +63,7 @@ class LlamaLayerKernel:
 @functools.lru_cache(maxsize=None)
 def llama_layer_variant(variant: str) -> Optional[LlamaLayerKernel]:
     """``variant`` (a key of kquant's VARIANTS) compiled, or None where the CPU or compiler refuse it."""
-    if variant not in VARIANTS:
-        log.info("llama layer kernel not built: no variant %r", variant)
-        return None
-    cpu_flags, compiler_flags = VARIANTS[variant]
-    if not cpu_has(cpu_flags):
-        return None
-    lib = load("llama_layer.c", (*COMMON_FLAGS, *compiler_flags, "-lm"))
+    lib = variant_library("llama_layer.c", variant, "llama layer kernel", ("-lm",))
     return None if lib is None else LlamaLayerKernel(lib, variant)
 
 

@@ -17,8 +17,8 @@ from typing import Optional
 
 import torch
 
-from kvgate.models.cpu_kernels.build import cpu_has, load
-from kvgate.models.cpu_kernels.kquant import COMMON_FLAGS, VARIANTS
+from kvgate.models.cpu_kernels.build import cpu_has
+from kvgate.models.cpu_kernels.kquant import VARIANTS, variant_library
 
 log = logging.getLogger("kvgate.kernels")
 ARITHMETIC = "attn1"
@@ -120,14 +120,7 @@ def close_to_reference(kernel: PagedAttentionKernel) -> bool:
 def paged_attention_variant(variant: str) -> Optional[PagedAttentionKernel]:
     """``variant`` (a key of kquant's VARIANTS) compiled and checked, or None where the CPU, the
     compiler or the cache refuse it."""
-    if variant not in VARIANTS:
-        log.info("paged attention not built: no variant %r (known: %s)", variant, ", ".join(VARIANTS))
-        return None
-    cpu_flags, compiler_flags = VARIANTS[variant]
-    if not cpu_has(cpu_flags):
-        log.info("paged attention not built: CPU lacks %s for variant %s", "/".join(cpu_flags), variant)
-        return None
-    lib = load(SOURCE, (*COMMON_FLAGS, *compiler_flags))
+    lib = variant_library(SOURCE, variant, "paged attention")
     if lib is None:
         return None
     kernel = PagedAttentionKernel(lib, variant)

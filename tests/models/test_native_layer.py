@@ -31,8 +31,8 @@ from tests.models.bit_identity import assert_splits_forks_and_batches_bit_identi
 from tests.models.test_gguf_kquant_loading import prefill_logits_close_to_bf16
 from tests.models.test_weight_formats import (MIN_AGREEMENT, NATIVE, PPL_TOLERANCE, agreement_and_perplexity_ratio,
                                               prose_tokens)
-from tests.models.tiny_kquant_gguf import (CONFIG, HEADS, HIDDEN, INTERMEDIATE, KV_HEADS, LAYERS, MIXES,
-                                           PROJECTIONS, add_layers, add_tensor)
+from tests.models.tiny_kquant_gguf import (CONFIG, HEADS, HIDDEN, KV_HEADS, LAYERS, MIXES, PROJECTIONS, add_layers,
+                                           add_tensor, start_writer)
 from tests.models.tiny_gguf import finish_gguf
 from tests.models.tiny_models import VOCAB
 
@@ -155,22 +155,8 @@ def test_every_variant_computes_the_same_bits(embedded):
 def write_tiny_gguf(path: Path, arch: str, bias: bool = False, qk_norm: bool = False) -> str:
     """A tiny ``arch`` (qwen2 / qwen3) GGUF: tiny_kquant_gguf's Q4_K_M mix of K-quant / Q8_0 projections,
     plus F32 q/k/v biases (``bias``) or per-head q/k norms (``qk_norm``)."""
-    import gguf
-
     rng = np.random.default_rng(3)
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(LAYERS)
-    writer.add_context_length(512)
-    writer.add_embedding_length(HIDDEN)
-    writer.add_feed_forward_length(INTERMEDIATE)
-    writer.add_head_count(HEADS)
-    writer.add_head_count_kv(KV_HEADS)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_rope_freq_base(1000000.0)
-    writer.add_file_type(15)
-    add_tensor(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)), "Q8_0")
-    add_tensor(writer, "output.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.2, "Q6_K")
-    add_tensor(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+    writer = start_writer(path, arch, rng, 1e-6, 1000000.0, 15)
     mixes = [{name: types.get(name, "Q4_K") for name in PROJECTIONS} for types in MIXES["Q4_K_M"]]
     add_layers(writer, rng, mixes, PROJECTIONS, (HEADS, KV_HEADS))
     for layer in range(LAYERS):

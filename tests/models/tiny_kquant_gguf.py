@@ -53,24 +53,31 @@ def add_layers(writer, rng, layer_types: list[dict[str, str]], projections: dict
             add_tensor(writer, full, weight, "F32" if full in f32 else types[name])
 
 
-def write_kquant_llama(path: Path, mix: str = "Q4_K_M", seed: int = 0) -> Path:
-    """A tiny Llama GGUF at ``path`` whose projections are quantized as ``mix`` (a key of :data:`MIXES`)."""
+def start_writer(path: Path, arch: str, rng, eps: float, rope_base: float, file_type: int):
+    """A GGUF writer for a tiny ``arch`` model at ``path``: its hyperparameters, and its Q8_0 embedding,
+    Q6_K output head and output norm (the layers are the caller's)."""
     import gguf
 
-    rng = np.random.default_rng(seed)
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(LAYERS)
     writer.add_context_length(512)
     writer.add_embedding_length(HIDDEN)
     writer.add_feed_forward_length(INTERMEDIATE)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(KV_HEADS)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_file_type(15 if mix == "Q4_K_M" else 2)
+    writer.add_layer_norm_rms_eps(eps)
+    writer.add_rope_freq_base(rope_base)
+    writer.add_file_type(file_type)
     add_tensor(writer, "token_embd.weight", rng.standard_normal((VOCAB, HIDDEN)), "Q8_0")
     add_tensor(writer, "output.weight", rng.standard_normal((VOCAB, HIDDEN)) * 0.2, "Q6_K")
     add_tensor(writer, "output_norm.weight", 1 + 0.1 * rng.standard_normal(HIDDEN), "F32")
+    return writer
+
+
+def write_kquant_llama(path: Path, mix: str = "Q4_K_M", seed: int = 0) -> Path:
+    """A tiny Llama GGUF at ``path`` whose projections are quantized as ``mix`` (a key of :data:`MIXES`)."""
+    rng = np.random.default_rng(seed)
+    writer = start_writer(path, "llama", rng, 1e-5, 10000.0, 15 if mix == "Q4_K_M" else 2)
     mixes = [{name: types.get(name, types.get("*", "Q4_K")) for name in PROJECTIONS} for types in MIXES[mix]]
     add_layers(writer, rng, mixes, PROJECTIONS, (HEADS, KV_HEADS))
     finish_gguf(writer, CONFIG, {})

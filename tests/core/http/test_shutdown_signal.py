@@ -68,4 +68,6 @@ def test_sigint_right_after_a_response_with_a_stream_left_open_exits_cleanly(tmp
     log = server.log()
     assert "Traceback" not in log, log[-3000:]
     assert "stream ended in an error" in log and "Application shutdown complete" in log, log[-2000:]
-    assert server.proc.returncode == 1  # click's status for an interrupted command ("Aborted!"), after the drain
+    # exited by itself, not killed: 0, or 1 where uvicorn re-raised the signal and click printed "Aborted!"
+    # (which of the two depends on when the signal lands; both follow the drain above)
+    assert server.proc.returncode in (0, 1), server.proc.returncode
