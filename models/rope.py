@@ -106,14 +106,8 @@ class Rotary:
         self._build(initial_positions)
 
     def _build(self, positions: int) -> None:
-        steps = torch.arange(positions, dtype=torch.float32)
-        freqs = torch.outer(steps, self.inv_freq)
-        angles = torch.cat([freqs, freqs], dim=-1)
-        self.cos = (angles.cos() * self.attention_factor).to(self.dtype).to(self.device)
-        # the sign of rotate_half is folded into the table: [-sin, +sin]
-        sin = angles.sin() * self.attention_factor
-        half = sin.shape[-1] // 2
-        self.sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1).to(self.dtype).to(self.device)
+        cos, sin = rope_tables(self.inv_freq, self.attention_factor, positions)
+        self.cos, self.sin = cos.to(self.dtype).to(self.device), sin.to(self.dtype).to(self.device)
 
     def ensure(self, positions: int) -> None:
         if positions > self.cos.shape[0]:
@@ -122,6 +116,16 @@ class Rotary:
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and signed sin for ``positions``, shaped [n, 1, dim] to broadcast over heads."""
         return self.cos[positions].unsqueeze(-2), self.sin[positions].unsqueeze(-2)
+
+
+def rope_tables(inv_freq: torch.Tensor, attention_factor: float, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 cos and signed sin [positions, 2 * len(inv_freq)] of positions [0, positions): the sign of
+    rotate_half is folded into the sin table, [-sin, +sin]."""
+    freqs = torch.outer(torch.arange(positions, dtype=torch.float32), inv_freq.float())
+    angles = torch.cat([freqs, freqs], dim=-1)
+    sin = angles.sin() * attention_factor
+    half = sin.shape[-1] // 2
+    return angles.cos() * attention_factor, torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:

@@ -152,17 +152,24 @@ def kquant_variant(variant: str, arithmetic: str = "fp32") -> Optional[KQuantKer
     return kernel
 
 
+def best_variant(best_first: tuple[str, ...]) -> Optional[str]:
+    """The first of ``best_first`` (keys of :data:`VARIANTS`) this CPU runs, else None."""
+    best = next((name for name in best_first if cpu_has(VARIANTS[name][0])), None)
+    if best is None:
+        log.info("kvgate's kernels not built: CPU lacks AVX2/FMA")
+    return best
+
+
+def chosen_variant(arithmetic: str = "fp32") -> Optional[str]:
+    """The variant named by ``$KVGATE_KQUANT_VARIANT``, else the best one this CPU runs in ``arithmetic``."""
+    return os.environ.get(VARIANT_ENV) or best_variant(BEST_FIRST[arithmetic])
+
+
 @functools.lru_cache(maxsize=None)
 def kquant_kernel(arithmetic: str = "fp32") -> Optional[KQuantKernel]:
     """In ``arithmetic`` ("fp32", the default, or "q8a"): the variant named by
     ``$KVGATE_KQUANT_VARIANT``, else the best one this CPU runs, else None."""
     if arithmetic not in ARITHMETICS:
         raise ValueError(f"no kquant arithmetic {arithmetic!r} (known: {', '.join(ARITHMETICS)})")
-    forced = os.environ.get(VARIANT_ENV)
-    if forced:
-        return kquant_variant(forced, arithmetic)
-    best = next((name for name in BEST_FIRST[arithmetic] if cpu_has(VARIANTS[name][0])), None)
-    if best is None:
-        log.info("kquant kernel not built: CPU lacks AVX2/FMA")
-        return None
-    return kquant_variant(best, arithmetic)
+    variant = chosen_variant(arithmetic)
+    return None if variant is None else kquant_variant(variant, arithmetic)

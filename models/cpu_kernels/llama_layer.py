@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from typing import Optional
 
-from kvgate.models.cpu_kernels.build import cpu_has
-from kvgate.models.cpu_kernels.kquant import BEST_FIRST, VARIANT_ENV, VARIANTS, variant_library
+from kvgate.models.cpu_kernels.kquant import chosen_variant, variant_library
 
 ARITHMETIC = "llama-native1"
 MAX_PARTS = 4
@@ -70,8 +68,5 @@ def llama_layer_variant(variant: str) -> Optional[LlamaLayerKernel]:
 @functools.lru_cache(maxsize=None)
 def llama_layer_kernel() -> Optional[LlamaLayerKernel]:
     """The variant named by ``$KVGATE_KQUANT_VARIANT``, else the best this CPU runs, else None."""
-    forced = os.environ.get(VARIANT_ENV)
-    if forced:
-        return llama_layer_variant(forced)
-    best = next((name for name in BEST_FIRST["fp32"] if cpu_has(VARIANTS[name][0])), None)
-    return None if best is None else llama_layer_variant(best)
+    variant = chosen_variant()
+    return None if variant is None else llama_layer_variant(variant)

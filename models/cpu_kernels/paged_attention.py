@@ -17,12 +17,10 @@ from typing import Optional
 
 import torch
 
-from kvgate.models.cpu_kernels.build import cpu_has
-from kvgate.models.cpu_kernels.kquant import VARIANTS, variant_library
+from kvgate.models.cpu_kernels.kquant import BEST_FIRST, best_variant, variant_library
 
 log = logging.getLogger("kvgate.kernels")
 ARITHMETIC = "attn1"
-BEST_FIRST = ("avx512", "avx2")
 SOURCE = "paged_attention.c"
 
 
@@ -133,8 +131,5 @@ def paged_attention_variant(variant: str) -> Optional[PagedAttentionKernel]:
 @functools.lru_cache(maxsize=None)
 def paged_attention_kernel() -> Optional[PagedAttentionKernel]:
     """The best variant this CPU runs, else None."""
-    best = next((name for name in BEST_FIRST if cpu_has(VARIANTS[name][0])), None)
-    if best is None:
-        log.info("paged attention not built: CPU lacks AVX2/FMA")
-        return None
-    return paged_attention_variant(best)
+    best = best_variant(BEST_FIRST["fp32"])
+    return None if best is None else paged_attention_variant(best)

@@ -112,8 +112,11 @@ class LlamaForward:
     def _native_head(self, x: torch.Tensor, all_rows: bool = True) -> torch.Tensor:
         """:meth:`_head` of the native path's fp32 rows (its own final norm)."""
         if self.keep_hidden:
-            self.hidden = self.native.normed(x).to(self.weights.embed.dtype)
-        normed = self.native.normed(x if all_rows else x[-1:].contiguous())
+            every = self.native.normed(x)
+            self.hidden = every.to(self.weights.embed.dtype)
+            normed = every if all_rows else every[-1:]
+        else:
+            normed = self.native.normed(x if all_rows else x[-1:].contiguous())
         if not isinstance(self.weights.lm_head, TILED_WEIGHTS):  # a dense or int8 head takes the model dtype
             normed = normed.to(self.weights.embed.dtype)
         return self._linear(normed, self.weights.lm_head).float()

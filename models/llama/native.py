@@ -21,6 +21,7 @@ from kvgate.models.gguf_kquant_weight import KQuantWeight, StackedRows
 from kvgate.models.kv_forward import Context
 from kvgate.models.kv_pool import KVPool
 from kvgate.models.llama.layers import LlamaArch, LlamaWeights
+from kvgate.models.rope import rope_tables
 
 MAX_ROTARY = 512  # the kernel rotates at most this many dims of a head
 
@@ -57,21 +58,19 @@ class NativeLayers:
                  inv_freq: torch.Tensor, attention_factor: float):
         self.kernel, self.arch = kernel, arch
         self.fingerprint = kernel.fingerprint
-        self.inv_freq, self.attention_factor = inv_freq.float(), attention_factor
+        self.inv_freq, self.attention_factor = inv_freq, attention_factor
         self.cos = self.sin = torch.empty(0, 2 * inv_freq.shape[0])
         self.keep: list[torch.Tensor] = []  # every tensor a spec points into, alive as long as the specs
         self.final_norm = self._hold(weights.norm.float())
         self.specs = (LayerSpec * arch.layers)(*(self._spec(i, layer, pool) for i, layer in enumerate(weights.layers)))
 
-    def _hold(self, tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-        if tensor is not None:
-            self.keep.append(tensor.contiguous())
-            return self.keep[-1]
-        return None
+    def _hold(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.keep.append(tensor.contiguous())
+        return self.keep[-1]
 
     def _pointer(self, tensor: Optional[torch.Tensor]) -> Optional[int]:
-        held = self._hold(None if tensor is None else tensor.float())
-        return None if held is None else held.data_ptr()
+        """The address of an fp32 copy of ``tensor`` kept alive with the specs (None for None)."""
+        return None if tensor is None else self._hold(tensor.float()).data_ptr()
 
     def _matrix(self, weight: Any) -> Matrix:
         parts = matrix_parts(weight)
@@ -95,12 +94,8 @@ class NativeLayers:
         """fp32 cos and signed sin [n, rotary] of ``positions``, grown on demand."""
         needed = int(positions.max()) + 1
         if needed > self.cos.shape[0]:
-            steps = torch.arange(max(needed, 2 * self.cos.shape[0], 4096), dtype=torch.float32)
-            angles = torch.outer(steps, self.inv_freq).repeat(1, 2)
-            half = self.inv_freq.shape[0]
-            sin = angles.sin() * self.attention_factor
-            self.cos = angles.cos() * self.attention_factor
-            self.sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
+            self.cos, self.sin = rope_tables(self.inv_freq, self.attention_factor,
+                                             max(needed, 2 * self.cos.shape[0], 4096))
         return self.cos[positions].contiguous(), self.sin[positions].contiguous()
 
     def run(self, x: torch.Tensor, positions: torch.Tensor, new_slots: torch.Tensor, tables: torch.Tensor,
