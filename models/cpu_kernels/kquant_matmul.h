@@ -6,10 +6,12 @@
 
    Nothing in it depends on M, on a row's place in the call or on the thread count, and every
    build (scalar, AVX2, AVX-512) gives the same bits. Threads split the output columns into
-   tiles of COL_TILE weight rows (OpenMP, static schedule, on torch's runtime). One x row: each
+   tiles of COL_TILE weight rows, or panels of PANEL_ROWS (OpenMP, static schedule, on torch's runtime). One x row: each
    weight is decoded into registers and used at once (kquant_rows.h), so the packed
-   weights stream through once. More rows: a thread dequantizes its tile once into its own fp32
-   buffer (it stays in L1/L2) and runs every x row over it, ROW_TILE rows at a time. Shared by
+   weights stream through once. More rows: a thread dequantizes a panel of PANEL_ROWS weight rows
+   once into its own fp32 buffer (it stays in L2) and runs every x row over it, ROW_TILE rows by
+   COL_TILE weight rows at a time, so a long prefill's x streams through once a panel, not once
+   every COL_TILE weight rows. Shared by
    kquant.c (the matmul alone) and llama_layer.c (a whole layer in one call). */
 #ifndef KVGATE_KQUANT_MATMUL_H
 #define KVGATE_KQUANT_MATMUL_H
@@ -18,6 +20,8 @@
 
 #include "kquant_rows.h"
 #include "kquant_q8a_rows.h"
+
+#define PANEL_ROWS 32 /* weight rows dequantized at once for many x rows: 32 x 1,536 fp32 is 196 KB */
 
 /* x fp32 [M][K], raw [N][row_bytes] blocks of `type`, y fp32 [M][ld] (columns 0..N-1 written); K a
    multiple of the block; returns 0, or -1 where a buffer could not be had */
@@ -34,13 +38,14 @@ static int kquant_matmul_into(const float *x, const uint8_t *raw, float *y, int 
         }
         return 0;
     }
+    int panels = (N + PANEL_ROWS - 1) / PANEL_ROWS;
 #pragma omp parallel num_threads(threads) if ((long)N * K >= 65536) reduction(| : failed)
     {
-        float *w = aligned_alloc(64, sizeof(float) * COL_TILE * (size_t)K);
+        float *w = aligned_alloc(64, sizeof(float) * PANEL_ROWS * (size_t)K);
         failed = w == NULL;
 #pragma omp for schedule(static)
-        for (int t = 0; t < tiles; t++) {
-            int first = t * COL_TILE, cols = N - first < COL_TILE ? N - first : COL_TILE;
+        for (int t = 0; t < panels; t++) {
+            int first = t * PANEL_ROWS, cols = N - first < PANEL_ROWS ? N - first : PANEL_ROWS;
             if (!w) continue;
             for (int c = 0; c < cols; c++) dequantize_row(type, raw + (first + c) * row_bytes, K, w + (size_t)c * K);
             column_tile(x, M, w, cols, K, y + first, ld);

@@ -11,7 +11,11 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#if defined(__AMX_BF16__)
+#define VARIANT "amx"
+#else
 #define VARIANT "avx512"
+#endif
 #define ROW_TILE 4
 typedef __m512 v16;
 static inline v16 v_zero(void) { return _mm512_setzero_ps(); }

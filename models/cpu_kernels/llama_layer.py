@@ -14,7 +14,8 @@ import ctypes
 import functools
 from typing import Optional
 
-from kvgate.models.cpu_kernels.kquant import chosen_variant, variant_library
+from kvgate.models.cpu_kernels.kquant import chosen_variant
+from kvgate.models.cpu_kernels.paged_attention import ready_library
 
 ARITHMETIC = "llama-native1"
 MAX_PARTS = 4
@@ -61,12 +62,13 @@ class LlamaLayerKernel:
 @functools.lru_cache(maxsize=None)
 def llama_layer_variant(variant: str) -> Optional[LlamaLayerKernel]:
     """``variant`` (a key of kquant's VARIANTS) compiled, or None where the CPU or compiler refuse it."""
-    lib = variant_library("llama_layer.c", variant, "llama layer kernel", ("-lm",))
+    lib = ready_library("llama_layer.c", variant, "llama layer kernel", ("-lm",))
     return None if lib is None else LlamaLayerKernel(lib, variant)
 
 
 @functools.lru_cache(maxsize=None)
 def llama_layer_kernel() -> Optional[LlamaLayerKernel]:
-    """The variant named by ``$KVGATE_KQUANT_VARIANT``, else the best this CPU runs, else None."""
-    variant = chosen_variant()
-    return None if variant is None else llama_layer_variant(variant)
+    """The variant named by ``$KVGATE_KQUANT_VARIANT``, else the best this CPU runs (amx first: its
+    attention's tile products make prefill ~4x faster), else None."""
+    variant = chosen_variant("attention")
+    return None if variant is None else llama_layer_variant(variant) or llama_layer_variant(chosen_variant())

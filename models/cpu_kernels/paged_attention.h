@@ -34,7 +34,10 @@
    kv heads only: splitting its keys among threads would change the arithmetic.
 
    Keys at or past a row's count are never read, so whatever the pool holds there (NaN, inf,
-   another sequence's keys) cannot change the row. */
+   another sequence's keys) cannot change the row.
+
+   Built with AMX (the "amx" variant), paged_attention runs paged_attention_amx.h instead: the same
+   tiles and softmax steps with the products in bf16 on AMX tiles, its own arithmetic and bits. */
 #ifndef KVGATE_PAGED_ATTENTION_H
 #define KVGATE_PAGED_ATTENTION_H
 #include <math.h>
@@ -374,14 +377,28 @@ static void att_rows(att_scratch *s, const float *q, float *out, const uint16_t 
     }
 }
 
-/* splits the rows into runs of at most ATT_ROW_BLOCK consecutive rows of one sequence: run r is
-   rows starts[r] .. starts[r + 1] - 1; returns how many */
-static int att_runs(const int32_t *row_seq, int rows, int *starts) {
+/* splits the rows into runs of consecutive rows of one sequence: run r is
+   rows starts[r] .. starts[r + 1] - 1 (at most block rows); returns how many */
+static int att_runs(const int32_t *row_seq, int rows, int *starts, int block) {
     int runs = 0;
     for (int row = 0; row < rows; row++)
-        if (row == 0 || row_seq[row] != row_seq[row - 1] || row - starts[runs - 1] == ATT_ROW_BLOCK) starts[runs++] = row;
+        if (row == 0 || row_seq[row] != row_seq[row - 1] || row - starts[runs - 1] == block) starts[runs++] = row;
     starts[runs] = rows;
     return runs;
+}
+
+#if defined(__AMX_BF16__)
+#include "paged_attention_amx.h"
+#endif
+
+/* 0 where this build may run here: the amx build asks the OS for its tiles (once is enough for the
+   whole process), the others need nothing */
+int kvgate_attention_ready(void) {
+#if defined(__AMX_BF16__)
+    return amx_permitted();
+#else
+    return 0;
+#endif
 }
 
 /* q fp32 [rows][heads][dim]; k_pool, v_pool bf16 bits [slots][kv_heads][dim]; tables int64
@@ -393,9 +410,13 @@ static int att_runs(const int32_t *row_seq, int rows, int *starts) {
 static int paged_attention(const float *q, const uint16_t *k_pool, const uint16_t *v_pool, const int64_t *tables,
                            int width, const int32_t *row_seq, const int32_t *row_keys, float *out, int rows, int heads,
                            int kv_heads, int dim, float scale, int threads) {
+#if defined(__AMX_BF16__)
+    return paged_attention_amx(q, k_pool, v_pool, tables, width, row_seq, row_keys, out, rows, heads, kv_heads, dim,
+                               scale, threads);
+#endif
     int *starts = malloc(sizeof(int) * ((size_t)rows + 1)), failed = 0;
     if (!starts) return -1;
-    long work = (long)att_runs(row_seq, rows, starts) * kv_heads;
+    long work = (long)att_runs(row_seq, rows, starts, ATT_ROW_BLOCK) * kv_heads;
 #pragma omp parallel num_threads(threads) if (work > 1) reduction(| : failed)
     {
         float *memory = aligned_alloc(64, (sizeof(float) * att_scratch_floats(dim) + 63) / 64 * 64);

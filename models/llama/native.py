@@ -1,6 +1,6 @@
 """The Llama forward's native path: every layer in one call of ``llama_layer.c`` (issue 29's fused step).
 
-Taken with ``[model] native_layers`` on CPU when every layer's projections are GGUF blocks kept packed (:class:`KQuantWeight` or
+Taken on CPU (``[model] native_layers``, on by default) when every layer's projections are GGUF blocks kept packed (:class:`KQuantWeight` or
 :class:`StackedRows` of them) and the layers are plain Llama ones (no q/k norm, no experts); prefill
 and decode then both run it, so they compute the same bits for a token whatever the batch or split.
 The residual stream is fp32; the final norm too; the head is the weights' own matmul.

@@ -59,12 +59,13 @@ def prose_prompt(runtime, length: int = 150) -> list[int]:
     return prose_tokens(runtime)[:length]
 
 
-def test_the_embedded_model_takes_the_native_path_when_asked_only(embedded, smollm2_model_cache):
+def test_the_embedded_model_takes_the_native_path_by_default_and_torchs_when_told(embedded, smollm2_model_cache):
     native, _ = embedded
     assert native.forward.native is not None and NATIVE_PRINT in native.fingerprint
     assert native.weights.format == "int4+kquant"
-    served = load("", smollm2_model_cache)  # the defaults: torch's path over int4 parts
-    assert served.forward.native is None and served.weights.format == "int4"
+    assert load("", smollm2_model_cache).fingerprint == native.fingerprint  # the defaults
+    parts = load("", smollm2_model_cache, native_layers=False)  # torch's path over int4 parts
+    assert parts.forward.native is None and parts.weights.format == "int4"
 
 
 def test_the_embedded_native_path_stays_close_to_bf16(embedded):
@@ -118,7 +119,7 @@ def test_the_embedded_native_path_is_bit_identical_however_rows_are_split_or_bat
 
 def test_native_and_int4_parts_paths_have_different_fingerprints(embedded, smollm2_model_cache):
     native, _ = embedded
-    parts = load("", smollm2_model_cache)
+    parts = load("", smollm2_model_cache, native_layers=False)
     assert parts.forward.native is None and NATIVE_PRINT not in parts.fingerprint
     assert parts.fingerprint != native.fingerprint  # state of one arithmetic is never served to the other
 
@@ -138,7 +139,7 @@ def variant_rows(name: str, forward, tokens: torch.Tensor) -> torch.Tensor:
     return torch.cat([rows, step])
 
 
-def test_every_variant_computes_the_same_bits(embedded):
+def test_every_fp32_variant_computes_the_same_bits_and_amx_close_to_them(embedded):
     native, _ = embedded
     tokens = torch.tensor(prose_prompt(native, 41))
     missing = [name for name in ("scalar", "avx2", "avx512") if not cpu_has(VARIANTS[name][0])]
@@ -147,6 +148,10 @@ def test_every_variant_computes_the_same_bits(embedded):
     assert torch.isfinite(rows["scalar"]).all() and rows["scalar"].shape == (41, native.forward.arch.hidden_size)
     for name in present[1:]:
         assert torch.equal(rows[name], rows["scalar"]), name
+    if llama_layer_variant("amx") is not None:  # bf16 tile products: its own bits, close to fp32's
+        amx = variant_rows("amx", native.forward, tokens)
+        assert not torch.equal(amx, rows["scalar"])
+        assert ((amx - rows["scalar"]).norm() / rows["scalar"].norm()).item() < 0.01
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(missing)} (needs {[VARIANTS[n][0] for n in missing]}); "
                     f"{', '.join(present)} agree")

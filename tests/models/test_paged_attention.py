@@ -1,8 +1,9 @@
 """kvgate's own paged attention (:mod:`kvgate.models.cpu_kernels.paged_attention`), compiled for real:
 it computes softmax(q k^T * scale) v over each row's visible keys, a row's bits depend only on its
 query and the keys and values it sees (alone, in any batch, through any table width, at any thread
-count, as one row of a prefill), every variant this CPU builds gives the same bits, and garbage in
-the pools past a row's keys never reaches it."""
+count, as one row of a prefill), every fp32 variant this CPU builds gives the same bits, the amx
+variant (bf16 tile products, its own arithmetic) is as invariant and within bf16 rounding of the
+math, and garbage in the pools past a row's keys never reaches a row in any of them."""
 
 from __future__ import annotations
 
@@ -54,19 +55,40 @@ def one_row_per_count(heads: int, kv_heads: int, dim: int, seed: int):
     return q, k_pool, v_pool, tables, int32(range(len(KEY_COUNTS))), int32(KEY_COUNTS), 1 / math.sqrt(dim)
 
 
+RUNNABLE = [name for name in ("avx512", "avx2", "scalar") if build.cpu_has(VARIANTS[name][0])]
+MISSING = [name for name in ("avx512", "avx2") if name not in RUNNABLE]
+AMX = paged_attention_variant("amx")
+ARITHMETICS = [RUNNABLE[0]] + (["amx"] if AMX else [])  # the best fp32 build, and the amx one where it runs
+
+
 @pytest.mark.parametrize("dim", [64, 80, 128])
 @pytest.mark.parametrize("group", [1, 3])
 def test_matches_softmax_attention_over_the_visible_keys(dim, group):
     args = one_row_per_count(2 * group, 2, dim, seed=dim + group)
-    got = paged_attention_kernel()(*args).double()
+    got = paged_attention_variant(RUNNABLE[0])(*args).double()
     expected = paged_attention_reference(*args).double()
     values = args[2].float().abs().amax()
     assert ((got - expected).abs() <= 1e-5 * expected.abs() + 1e-6 * values).all()
 
 
-def test_a_row_has_the_same_bits_alone_in_any_batch_table_width_thread_count_and_prefill():
+@pytest.mark.skipif(AMX is None, reason="no AMX tiles on this CPU or from this OS")
+@pytest.mark.parametrize("dim", [64, 80, 128])
+@pytest.mark.parametrize("group", [1, 3])
+def test_amx_is_within_bf16_rounding_of_softmax_attention(dim, group):
+    """Against the math with q rounded to bf16 (as the tiles take it), what is left is p's rounding
+    to bf16: a relative 2^-9 of each weight, so at most 2^-8 of the largest value."""
+    q, *rest = one_row_per_count(2 * group, 2, dim, seed=dim + group)
+    got = AMX(q, *rest).double()
+    expected = paged_attention_reference(q.bfloat16().float(), *rest).double()
+    values = rest[1].float().abs().amax()
+    assert ((got - expected).abs() <= 2 ** -8 * values).all()
+    assert (got - expected).abs().max() > 0  # the bf16 weights do show
+
+
+@pytest.mark.parametrize("variant", ARITHMETICS)
+def test_a_row_has_the_same_bits_alone_in_any_batch_table_width_thread_count_and_prefill(variant):
     heads, kv_heads, dim, keys = 9, 3, 64, 700
-    kernel = paged_attention_kernel()
+    kernel = paged_attention_variant(variant)
     k_pool, v_pool = pools(kv_heads, dim, seed=1)
     wide = scattered_tables(3, 1500, seed=2)  # seq 0 is the row's; columns past its keys hold other slots
     q = queries(256, heads, dim, seed=3)  # q[255] is the row, at position keys - 1
@@ -88,10 +110,6 @@ def test_a_row_has_the_same_bits_alone_in_any_batch_table_width_thread_count_and
     for row in (0, 1, 2, 3, 100, 201):  # rows in every place of a block of four, each alone
         single = kernel(q[row:row + 1], k_pool, v_pool, wide[:1], int32([0]), positions[row:row + 1] + 1, 0.125)
         assert torch.equal(bits(prefill[row:row + 1]), bits(single)), row
-
-
-RUNNABLE = [name for name in ("avx512", "avx2", "scalar") if build.cpu_has(VARIANTS[name][0])]
-MISSING = [name for name in ("avx512", "avx2") if name not in RUNNABLE]
 
 
 @pytest.mark.parametrize("heads,kv_heads,dim", [(9, 3, 64), (4, 4, 128), (20, 1, 80)])
@@ -123,23 +141,25 @@ def test_variants_this_cpu_lacks_are_not_built():
     assert all(paged_attention_variant(name) is None for name in MISSING), MISSING
 
 
-def test_nan_and_inf_past_a_rows_keys_never_reach_it():
+@pytest.mark.parametrize("variant", ARITHMETICS)
+def test_nan_and_inf_past_a_rows_keys_never_reach_it(variant):
+    kernel = paged_attention_variant(variant)
     q, k_pool, v_pool, tables, row_seq, row_keys, scale = one_row_per_count(6, 2, 64, seed=5)
-    clean = paged_attention_kernel()(q, k_pool, v_pool, tables, row_seq, row_keys, scale)
+    clean = kernel(q, k_pool, v_pool, tables, row_seq, row_keys, scale)
     unseen = torch.cat([tables[seq, n:] for seq, n in enumerate(KEY_COUNTS)])
     k_dirty, v_dirty = k_pool.clone(), v_pool.clone()
     k_dirty[unseen] = float("nan")
     k_dirty[unseen[::2], :, ::3] = float("inf")
     v_dirty[unseen] = float("-inf")
     v_dirty[unseen[::3]] = float("nan")
-    dirty = paged_attention_kernel()(q, k_dirty, v_dirty, tables, row_seq, row_keys, scale)
+    dirty = kernel(q, k_dirty, v_dirty, tables, row_seq, row_keys, scale)
     assert torch.equal(bits(dirty), bits(clean))
     assert torch.isfinite(clean).all()
 
 
 def test_the_best_variant_is_named_in_the_fingerprint_and_bad_arguments_are_refused():
     kernel = paged_attention_kernel()
-    best = "avx512" if "avx512" in RUNNABLE else "avx2"
+    best = "amx" if AMX else "avx512" if "avx512" in RUNNABLE else "avx2"
     assert kernel.variant == best and kernel.fingerprint == f"/attn1-{best}"
     q, k_pool, v_pool, tables, row_seq, row_keys, scale = one_row_per_count(4, 2, 64, seed=6)
     with pytest.raises(ValueError, match="1 .. width keys"):

@@ -144,7 +144,7 @@ def test_auto_picks_int4_for_a_q4_gguf_on_cpu_in_bf16_only(smollm2_model_cache):
     assert load("auto", smollm2_model_cache).weights.format == "int4"
     assert load("auto", smollm2_model_cache, dtype="fp32").weights.format == "bf16"
     for deterministic in (True, False):  # the int4 kernel is row-invariant: deterministic runs keep it
-        runtime = load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192),
+        runtime = load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192, native_layers=False),
                                EngineConfig(kv_pool_tokens=4096, deterministic=deterministic), smollm2_model_cache)
         assert runtime.weights.format == "int4" and runtime.deterministic == deterministic
     with pytest.raises(ValueError, match='weights = "int4" is not available with dtype "fp32"'):
