@@ -25,6 +25,7 @@ log = logging.getLogger("kvgate.kernels")
 Kernel = TypeVar("Kernel")
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared")
 REQUIRED_CPU_FLAGS = ("avx2", "fma")
+AVX512_FLAGS = (*FLAGS, "-mavx512f")  # for a source with an AVX-512 path beside its AVX2 one
 
 
 def cache_dir() -> Path:
@@ -84,9 +85,9 @@ def _compile(compiler: str, source: Path, target: Path, flags: tuple[str, ...]) 
 
 
 def checked_kernel(source_name: str, make: Callable[[ctypes.CDLL], Kernel],
-                   same_as_torch: Callable[[Kernel], bool]) -> Optional[Kernel]:
-    """``make(compiled source)`` where it computes what torch computes bit for bit here, else None."""
-    lib = load(source_name)
+                   same_as_torch: Callable[[Kernel], bool], flags: tuple[str, ...] = FLAGS) -> Optional[Kernel]:
+    """``make(source compiled with flags)`` where it computes what torch computes bit for bit here, else None."""
+    lib = load(source_name, flags)
     if lib is None:
         return None
     kernel = make(lib)

@@ -50,8 +50,88 @@ static void block_rows(const float *a, int M, const int8_t *W, const uint16_t *s
     }
 }
 
+#if defined(__AVX512F__)
+/* The same arithmetic with two columns' eight lanes in one AVX-512 register (lanes 0-7 column j,
+   8-15 column j + 1), 16 columns at a time: every lane still takes fma(a[k], w, lane) in order of k
+   and is added by lanes_sum's tree, so the bits are the AVX2 build's (and torch's). One or two
+   rows decode each weight into registers as they go; more rows share a buffer of scaled weights. */
+#define WIDE_COLUMNS 16
+#define FUSED_ROWS 2
+
+static inline __m512 both_halves(const float *x) {
+    __m256 half = _mm256_loadu_ps(x);
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(half)), _mm256_castps_pd(half), 1));
+}
+
+/* the scaled weights of columns j, j + 1 at k .. k + 7, side by side */
+static inline __m512 pair_weights(const int8_t *W, int K, int j, int k, __m512 scale) {
+    __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(W + (size_t)j * K + k)),
+                                   _mm_loadl_epi64((const __m128i *)(W + (size_t)(j + 1) * K + k)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
+}
+
+static inline void store_pairs(const __m512 *acc, uint16_t *c, int count) {
+    for (int p = 0; p < WIDE_COLUMNS / 2; p++) {
+        if (2 * p < count) c[2 * p] = f32_to_bf16(lanes_sum(_mm512_castps512_ps256(acc[p])));
+        if (2 * p + 1 < count)
+            c[2 * p + 1] = f32_to_bf16(lanes_sum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1))));
+    }
+}
+
+/* columns n .. n + WIDE_COLUMNS - 1 (all present: W rows past N are never read, see int8_gemm) */
+static void wide_rows(const float *a, int M, const int8_t *W, const uint16_t *scales, uint16_t *C, float *w, int N,
+                      int K, int n) {
+    __m512 scale[WIDE_COLUMNS / 2];
+    for (int p = 0; p < WIDE_COLUMNS / 2; p++)
+        scale[p] = _mm512_castpd_ps(_mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(bf16_to_f32(scales[n + 2 * p])))),
+            _mm256_castps_pd(_mm256_set1_ps(bf16_to_f32(scales[n + 2 * p + 1]))), 1));
+    if (M > FUSED_ROWS)
+        for (int k = 0; k < K; k += 8)
+            for (int p = 0; p < WIDE_COLUMNS / 2; p++)
+                _mm512_store_ps(w + ((size_t)k / 8 * (WIDE_COLUMNS / 2) + p) * 16, pair_weights(W, K, n + 2 * p, k, scale[p]));
+    for (int row = 0; row < M; row++) {
+        const float *x_row = a + (size_t)row * K;
+        __m512 acc[WIDE_COLUMNS / 2];
+        for (int p = 0; p < WIDE_COLUMNS / 2; p++) acc[p] = _mm512_setzero_ps();
+        for (int k = 0; k < K; k += 8) {
+            __m512 x = both_halves(x_row + k);
+#pragma GCC unroll 8
+            for (int p = 0; p < WIDE_COLUMNS / 2; p++) {
+                __m512 weights = M > FUSED_ROWS ? _mm512_load_ps(w + ((size_t)k / 8 * (WIDE_COLUMNS / 2) + p) * 16)
+                                                : pair_weights(W, K, n + 2 * p, k, scale[p]);
+                acc[p] = _mm512_fmadd_ps(x, weights, acc[p]);
+            }
+        }
+        store_pairs(acc, C + (size_t)row * N + n, WIDE_COLUMNS);
+    }
+}
+#endif
+
 void int8_gemm(const uint16_t *A, const int8_t *W, const uint16_t *scales, uint16_t *C,
                int M, int N, int K, int threads) {
+#if defined(__AVX512F__)
+    if (N >= WIDE_COLUMNS) {  /* full blocks of 16 columns wide, the rest (under 16) as below */
+        float *a = malloc(sizeof(float) * (size_t)M * K);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bf16_to_f32(A[i]);
+        int wide = N / WIDE_COLUMNS, rest = N - wide * WIDE_COLUMNS;
+#pragma omp parallel num_threads(threads)
+        {
+            float *w = aligned_alloc(64, sizeof(float) * (size_t)WIDE_COLUMNS * K);
+#pragma omp for schedule(static)
+            for (int t = 0; t < wide; t++) wide_rows(a, M, W, scales, C, w, N, K, t * WIDE_COLUMNS);
+            free(w);
+        }
+        if (rest) {
+            float *w = aligned_alloc(32, sizeof(float) * (size_t)COLUMNS * K);
+            for (int n = wide * WIDE_COLUMNS; n < N; n += COLUMNS)
+                block_rows(a, M, W, scales, C, w, N, K, n, N - n < COLUMNS ? N - n : COLUMNS);
+            free(w);
+        }
+        free(a);
+        return;
+    }
+#endif
     float *a = malloc(sizeof(float) * (size_t)M * K);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bf16_to_f32(A[i]);
     int blocks = (N + COLUMNS - 1) / COLUMNS;

@@ -135,3 +135,20 @@ def test_rms_norm_is_row_invariant_and_rounds_as_torch_does():
     differ = together != expected
     assert differ.float().mean() < 1e-3  # only the sum of squares is taken in another order
     assert ((together.float() - expected.float()).abs()[differ] <= expected.float().abs()[differ] * 2 ** -7).all()
+
+
+@needs_kernels
+@pytest.mark.slow
+@pytest.mark.skipif(not build.cpu_has(("avx512f",)), reason="CPU without AVX-512")
+def test_int8_avx512_path_gives_the_avx2_builds_bits_on_the_model_head(smollm2_layer):
+    """The AVX-512 build holds two columns' eight lanes in one register; every lane's chain is the
+    AVX2 build's, so the outputs are its bits, for the fused (1-2 rows) and the buffered paths."""
+    from kvgate.models.cpu_kernels.int8 import Int8Gemm
+
+    avx2, avx512 = (Int8Gemm(build.load("int8_gemm.c", flags)) for flags in (build.FLAGS, build.AVX512_FLAGS))
+    head = smollm2_layer["head"]
+    generator = torch.Generator().manual_seed(2)
+    for rows in (1, 2, 3, 8, 9):
+        x = torch.randn(rows, head.shape[1], generator=generator).bfloat16()
+        for q, scales in ((head.q, head.scales), (head.q[:77], head.scales[:77])):  # 77: 13 columns past 64
+            assert torch.equal(bits(avx512(x, q, scales)), bits(avx2(x, q, scales))), (rows, q.shape[0])
