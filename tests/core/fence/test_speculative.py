@@ -81,8 +81,9 @@ def test_a_draft_that_completes_a_loop_is_cut_where_the_guard_bans_it(smol_info,
 
 @pytest.fixture(scope="module")
 def fast_mode_runtime(smollm2_model_cache):
-    """The serving setup a user gets with ``deterministic = false`` and n-gram speculation: bf16,
-    int4 weights, loaded with the invariant arithmetic all the same (the config asks for it)."""
+    """The serving setup a user gets with ``deterministic = false`` and n-gram speculation: bf16, the
+    native layer over the file's Q4_1 blocks (int4 parts where it does not build), loaded with the
+    invariant arithmetic all the same (the config asks for it)."""
     from kvgate.core.config import EngineConfig, ModelConfig
     from kvgate.models.formats import resolve_source
     from kvgate.models.loading import load_runtime
@@ -94,7 +95,7 @@ def fast_mode_runtime(smollm2_model_cache):
 @pytest.mark.slow
 def test_speculation_keeps_plain_greedy_output_with_deterministic_off(fast_mode_runtime, pm):
     runtime, config = fast_mode_runtime, bind_plugin_sections(Config(), pm)
-    assert runtime.deterministic and runtime.weights.format == "int4"
+    assert runtime.deterministic and runtime.weights.format == ("int4+kquant" if runtime.forward.native else "int4")
     info = tokenizer_info(runtime.tokenizer, runtime.info.eos_token_ids)
     plain, spec = make_engine(runtime, 0), make_engine(runtime, 4)
     try:
