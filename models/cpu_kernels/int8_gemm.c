@@ -24,6 +24,7 @@ static inline float lanes_sum(__m256 v) {
 }
 
 #define COLUMNS 8
+#define WIDE_COLUMNS 16 /* the AVX-512 build's columns at a time */
 
 /* Columns [n, n + count): their weights times their scales (rounded as torch rounds them) once
    into w [COLUMNS][K], then every row against them, eight accumulator chains at a time. */
@@ -55,12 +56,10 @@ static void block_rows(const float *a, int M, const int8_t *W, const uint16_t *s
    8-15 column j + 1), 16 columns at a time: every lane still takes fma(a[k], w, lane) in order of k
    and is added by lanes_sum's tree, so the bits are the AVX2 build's (and torch's). One or two
    rows decode each weight into registers as they go; more rows share a buffer of scaled weights. */
-#define WIDE_COLUMNS 16
 #define FUSED_ROWS 2
 
-static inline __m512 both_halves(const float *x) {
-    __m256 half = _mm256_loadu_ps(x);
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(half)), _mm256_castps_pd(half), 1));
+static inline __m512 join(__m256 low, __m256 high) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
 }
 
 /* the scaled weights of columns j, j + 1 at k .. k + 7, side by side */
@@ -70,22 +69,19 @@ static inline __m512 pair_weights(const int8_t *W, int K, int j, int k, __m512 s
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
 }
 
-static inline void store_pairs(const __m512 *acc, uint16_t *c, int count) {
+static inline void store_pairs(const __m512 *acc, uint16_t *c) {
     for (int p = 0; p < WIDE_COLUMNS / 2; p++) {
-        if (2 * p < count) c[2 * p] = f32_to_bf16(lanes_sum(_mm512_castps512_ps256(acc[p])));
-        if (2 * p + 1 < count)
-            c[2 * p + 1] = f32_to_bf16(lanes_sum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1))));
+        c[2 * p] = f32_to_bf16(lanes_sum(_mm512_castps512_ps256(acc[p])));
+        c[2 * p + 1] = f32_to_bf16(lanes_sum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1))));
     }
 }
 
-/* columns n .. n + WIDE_COLUMNS - 1 (all present: W rows past N are never read, see int8_gemm) */
+/* columns n .. n + WIDE_COLUMNS - 1, all of them present */
 static void wide_rows(const float *a, int M, const int8_t *W, const uint16_t *scales, uint16_t *C, float *w, int N,
                       int K, int n) {
     __m512 scale[WIDE_COLUMNS / 2];
     for (int p = 0; p < WIDE_COLUMNS / 2; p++)
-        scale[p] = _mm512_castpd_ps(_mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(bf16_to_f32(scales[n + 2 * p])))),
-            _mm256_castps_pd(_mm256_set1_ps(bf16_to_f32(scales[n + 2 * p + 1]))), 1));
+        scale[p] = join(_mm256_set1_ps(bf16_to_f32(scales[n + 2 * p])), _mm256_set1_ps(bf16_to_f32(scales[n + 2 * p + 1])));
     if (M > FUSED_ROWS)
         for (int k = 0; k < K; k += 8)
             for (int p = 0; p < WIDE_COLUMNS / 2; p++)
@@ -95,7 +91,8 @@ static void wide_rows(const float *a, int M, const int8_t *W, const uint16_t *sc
         __m512 acc[WIDE_COLUMNS / 2];
         for (int p = 0; p < WIDE_COLUMNS / 2; p++) acc[p] = _mm512_setzero_ps();
         for (int k = 0; k < K; k += 8) {
-            __m512 x = both_halves(x_row + k);
+            __m256 half = _mm256_loadu_ps(x_row + k);
+            __m512 x = join(half, half);
 #pragma GCC unroll 8
             for (int p = 0; p < WIDE_COLUMNS / 2; p++) {
                 __m512 weights = M > FUSED_ROWS ? _mm512_load_ps(w + ((size_t)k / 8 * (WIDE_COLUMNS / 2) + p) * 16)
@@ -103,44 +100,35 @@ static void wide_rows(const float *a, int M, const int8_t *W, const uint16_t *sc
                 acc[p] = _mm512_fmadd_ps(x, weights, acc[p]);
             }
         }
-        store_pairs(acc, C + (size_t)row * N + n, WIDE_COLUMNS);
+        store_pairs(acc, C + (size_t)row * N + n);
     }
 }
 #endif
 
+/* every full block of WIDE_COLUMNS columns wide where the build has AVX-512, the rest COLUMNS at a
+   time; each column's arithmetic is the same either way */
 void int8_gemm(const uint16_t *A, const int8_t *W, const uint16_t *scales, uint16_t *C,
                int M, int N, int K, int threads) {
-#if defined(__AVX512F__)
-    if (N >= WIDE_COLUMNS) {  /* full blocks of 16 columns wide, the rest (under 16) as below */
-        float *a = malloc(sizeof(float) * (size_t)M * K);
-        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bf16_to_f32(A[i]);
-        int wide = N / WIDE_COLUMNS, rest = N - wide * WIDE_COLUMNS;
-#pragma omp parallel num_threads(threads)
-        {
-            float *w = aligned_alloc(64, sizeof(float) * (size_t)WIDE_COLUMNS * K);
-#pragma omp for schedule(static)
-            for (int t = 0; t < wide; t++) wide_rows(a, M, W, scales, C, w, N, K, t * WIDE_COLUMNS);
-            free(w);
-        }
-        if (rest) {
-            float *w = aligned_alloc(32, sizeof(float) * (size_t)COLUMNS * K);
-            for (int n = wide * WIDE_COLUMNS; n < N; n += COLUMNS)
-                block_rows(a, M, W, scales, C, w, N, K, n, N - n < COLUMNS ? N - n : COLUMNS);
-            free(w);
-        }
-        free(a);
-        return;
-    }
-#endif
     float *a = malloc(sizeof(float) * (size_t)M * K);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bf16_to_f32(A[i]);
-    int blocks = (N + COLUMNS - 1) / COLUMNS;
+#if defined(__AVX512F__)
+    int wide = N / WIDE_COLUMNS, buffer_columns = WIDE_COLUMNS;
+#else
+    int wide = 0, buffer_columns = COLUMNS;
+#endif
+    int narrow_first = wide * WIDE_COLUMNS, blocks = (N - narrow_first + COLUMNS - 1) / COLUMNS;
 #pragma omp parallel num_threads(threads)
     {
-        float *w = aligned_alloc(32, sizeof(float) * (size_t)COLUMNS * K);
+        float *w = aligned_alloc(64, sizeof(float) * (size_t)buffer_columns * K);
+#if defined(__AVX512F__)
 #pragma omp for schedule(static)
-        for (int t = 0; t < blocks; t++)
-            block_rows(a, M, W, scales, C, w, N, K, t * COLUMNS, N - t * COLUMNS < COLUMNS ? N - t * COLUMNS : COLUMNS);
+        for (int t = 0; t < wide; t++) wide_rows(a, M, W, scales, C, w, N, K, t * WIDE_COLUMNS);
+#endif
+#pragma omp for schedule(static)
+        for (int t = 0; t < blocks; t++) {
+            int n = narrow_first + t * COLUMNS;
+            block_rows(a, M, W, scales, C, w, N, K, n, N - n < COLUMNS ? N - n : COLUMNS);
+        }
         free(w);
     }
     free(a);

@@ -104,7 +104,7 @@ static inline void transpose16(__m512i r[16]) {
 
 /* what one thread works in */
 typedef struct {
-    int dim, padded, queries;  /* padded: dim rounded up to 32 */
+    int dim, padded;   /* padded: dim rounded up to 32 */
     uint16_t *keys;    /* [KEY_TILE / 16 groups][padded / 32 chunks][16 dim pairs][16 keys][2]: B tiles of k */
     uint16_t *values;  /* [dim / 16 blocks][2 halves][16 key pairs][16 dims][2]: B tiles of v */
     uint16_t *q;       /* [queries rounded up to 16][padded]: A tiles of the run's q rows */
@@ -116,33 +116,30 @@ typedef struct {
     int *seen;         /* [queries]: how many keys each sees */
 } amx_scratch;
 
-static size_t amx_scratch_bytes(int dim, int queries) {
-    size_t padded = (dim + 31) / 32 * 32, rounded = (queries + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
-    return 2 * (KEY_TILE * padded + KEY_TILE * (size_t)dim + rounded * padded + AMX_ROWS * KEY_TILE)
-           + 4 * (AMX_ROWS * KEY_TILE + 2 * AMX_ROWS * 16 + (size_t)queries * dim + 3 * (size_t)queries) + 64 * 10; /* each of the 10 parts rounded up to 64 bytes */
-}
-
-static void *amx_carve(char **at, size_t bytes) {
-    void *out = *at;
-    *at += (bytes + 63) / 64 * 64;
+/* the next part of `bytes` at *offset within memory (NULL: only counted), 64-byte aligned */
+static void *amx_carve(char *memory, size_t *offset, size_t bytes) {
+    void *out = memory ? memory + *offset : NULL;
+    *offset += (bytes + 63) / 64 * 64;
     return out;
 }
 
-static void amx_scratch_init(amx_scratch *s, char *memory, int dim, int queries) {
+/* lays the scratch out in memory (64-byte aligned) for up to `queries` query rows; returns the
+   bytes it takes, which is all it does where memory is NULL */
+static size_t amx_scratch_init(amx_scratch *s, char *memory, int dim, int queries) {
+    size_t at = 0, rounded = (queries + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
     s->dim = dim;
     s->padded = (dim + 31) / 32 * 32;
-    s->queries = queries;
-    size_t rounded = (queries + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS;
-    s->keys = amx_carve(&memory, 2 * (size_t)KEY_TILE * s->padded);
-    s->values = amx_carve(&memory, 2 * (size_t)KEY_TILE * dim);
-    s->q = amx_carve(&memory, 2 * rounded * s->padded);
-    s->p = amx_carve(&memory, 2 * AMX_ROWS * KEY_TILE);
-    s->scores = amx_carve(&memory, 4 * AMX_ROWS * KEY_TILE);
-    s->products = amx_carve(&memory, 4 * 2 * AMX_ROWS * 16);
-    s->acc = amx_carve(&memory, 4 * (size_t)queries * dim);
-    s->max = amx_carve(&memory, 4 * (size_t)queries);
-    s->sum = amx_carve(&memory, 4 * (size_t)queries);
-    s->seen = amx_carve(&memory, 4 * (size_t)queries);
+    s->keys = amx_carve(memory, &at, 2 * (size_t)KEY_TILE * s->padded);
+    s->values = amx_carve(memory, &at, 2 * (size_t)KEY_TILE * dim);
+    s->q = amx_carve(memory, &at, 2 * rounded * s->padded);
+    s->p = amx_carve(memory, &at, 2 * AMX_ROWS * KEY_TILE);
+    s->scores = amx_carve(memory, &at, 4 * AMX_ROWS * KEY_TILE);
+    s->products = amx_carve(memory, &at, 4 * 2 * AMX_ROWS * 16);
+    s->acc = amx_carve(memory, &at, 4 * (size_t)queries * dim);
+    s->max = amx_carve(memory, &at, 4 * (size_t)queries);
+    s->sum = amx_carve(memory, &at, 4 * (size_t)queries);
+    s->seen = amx_carve(memory, &at, 4 * (size_t)queries);
+    return at;
 }
 
 /* 16 bf16 of a pool row (or zeros past the tile's keys) as the low halves of 16 dwords */
@@ -328,7 +325,8 @@ static int paged_attention_amx(const float *q, const uint16_t *k_pool, const uin
     if (!starts) return -1;
     long work = (long)att_runs(row_seq, rows, starts, AMX_ROW_BLOCK) * kv_heads;
     int queries = AMX_ROW_BLOCK * (heads / kv_heads);
-    size_t bytes = (amx_scratch_bytes(dim, queries) + 63) / 64 * 64;
+    amx_scratch sizing;
+    size_t bytes = amx_scratch_init(&sizing, NULL, dim, queries);
 #pragma omp parallel num_threads(threads) if (work > 1) reduction(| : failed)
     {
         char *memory = aligned_alloc(64, bytes);
