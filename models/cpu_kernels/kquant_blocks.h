@@ -39,8 +39,10 @@ INLINE void put(sink *s, int offset, v16 weights) {
     else v_store(s->w + offset, weights);
 }
 
-INLINE void q8_0_block(const uint8_t *restrict b, sink *s) {
-    v16 d = v_set1(half_to_float(b));
+/* The 32-weight blocks take their scale d (and min m) as fp32 arguments: read here with
+   half_to_float, or for a run of blocks at once (kquant_rows.h's block_scales) */
+INLINE void q8_0_block(const uint8_t *restrict b, float scale, sink *s) {
+    v16 d = v_set1(scale);
     for (int i = 0; i < 32; i += 16) put(s, i, v_mul(v_i8((const int8_t *)b + 2 + i), d));
 }
 
@@ -70,23 +72,20 @@ static inline v16i vi_nibble(v16i bytes, int high) { return vi_bits(bytes, 4 * h
 #endif
 
 /* Q4_0 when has_min is 0, else Q4_1 */
-INLINE void q4_block(const uint8_t *restrict b, int has_min, sink *s) {
+INLINE void q4_block(const uint8_t *restrict b, int has_min, float d, float m, sink *s) {
     v16i bytes = vi_u8(b + 2 + 2 * has_min);
-    float d = half_to_float(b), m = has_min ? half_to_float(b + 2) : 0.0f;
     int form = has_min ? D_Q_PLUS_M : D_Q_MINUS_8;
     affine_put(s, 0, form, d, m, vi_nibble(bytes, 0), 0);
     affine_put(s, 16, form, d, m, vi_nibble(bytes, 1), 0);
 }
 
 /* Q5_0 when has_min is 0, else Q5_1 */
-INLINE void q5_block(const uint8_t *restrict b, int has_min, sink *s) {
+INLINE void q5_block(const uint8_t *restrict b, int has_min, float d, float m, sink *s) {
     const uint8_t *qh = b + 2 + 2 * has_min;
     uint32_t high = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     v16i bytes = vi_u8(qh + 4);
-    float d = half_to_float(b), m = has_min ? half_to_float(b + 2) : 0.0f;
     int form = has_min ? D_Q_PLUS_M : D_Q_MINUS_16;
-    for (int i = 0; i < 2; i++)
-        affine_put(s, 16 * i, form, d, m, vi_or_shifted(vi_bits(bytes, 4 * i, 15), vi_word_bits(high, 16 * i), 4), 1);
+    for (int i = 0; i < 2; i++) affine_put(s, 16 * i, form, d, m, vi_bit4(vi_bits(bytes, 4 * i, 15), high, 16 * i), 1);
 }
 
 /* the 6-bit scale and min of Q4_K/Q5_K sub-block j */
@@ -120,8 +119,8 @@ INLINE void k_block(const uint8_t *restrict b, const uint8_t *restrict qh, const
 INLINE void q6_k_block(const uint8_t *restrict b, sink *s) {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *scales = (const int8_t *)(b + 192);
-    float d = half_to_float(b + 208), ds[16];
-    for (int i = 0; i < 16; i++) ds[i] = d * (float)scales[i];
+    float ds[16];  /* d * scale, 16 lanes at once */
+    v_store(ds, v_mul(v_set1(half_to_float(b + 208)), v_i8(scales)));
     for (int h = 0; h < 2; h++) {  /* each byte widened once: ql serves two groups, qh four */
         v16i low[2][2], high[2];  /* [g & 1][i], [i] */
         for (int i = 0; i < 2; i++) {
@@ -142,16 +141,27 @@ INLINE void q6_k_block(const uint8_t *restrict b, sink *s) {
 static const int BLOCK_WEIGHTS[] = {32, 32, 32, 256, 256, 256, 32, 32};
 static const int BLOCK_BYTES[] = {34, 18, 20, 144, 176, 210, 22, 24};
 
+/* whether a 32-weight type has a min after its scale (both fp16, at bytes 0 and 2) */
+static inline int has_min(int type) { return type == Q4_1 || type == Q5_1; }
+
+/* a 32-weight block with its scale and min already read */
+INLINE void scaled_block_into(int type, const uint8_t *block, float d, float m, sink *s) {
+    switch (type) {
+        case Q8_0: q8_0_block(block, d, s); break;
+        case Q4_0: q4_block(block, 0, d, m, s); break;
+        case Q4_1: q4_block(block, 1, d, m, s); break;
+        case Q5_0: q5_block(block, 0, d, m, s); break;
+        default: q5_block(block, 1, d, m, s); break;
+    }
+}
+
 INLINE void block_into(int type, const uint8_t *block, sink *s) {
     switch (type) {
-        case Q8_0: q8_0_block(block, s); break;
-        case Q4_0: q4_block(block, 0, s); break;
-        case Q4_1: q4_block(block, 1, s); break;
         case Q4_K: k_block(block, NULL, block + 16, s); break;
         case Q5_K: k_block(block, block + 16, block + 48, s); break;
-        case Q5_0: q5_block(block, 0, s); break;
-        case Q5_1: q5_block(block, 1, s); break;
-        default: q6_k_block(block, s); break;
+        case Q6_K: q6_k_block(block, s); break;
+        default:
+            scaled_block_into(type, block, half_to_float(block), has_min(type) ? half_to_float(block + 2) : 0.0f, s);
     }
 }
 

@@ -30,11 +30,11 @@ static int kquant_matmul_into(const float *x, const uint8_t *raw, float *y, int 
     size_t row_bytes = (size_t)(K / BLOCK_WEIGHTS[type]) * BLOCK_BYTES[type];
     int tiles = (N + COL_TILE - 1) / COL_TILE, failed = 0;
     if (M == 1) {  /* one row: nothing to share a dequantized weight with, so no buffer */
+        dot_tile_function dot = dot_tile(type);
 #pragma omp parallel for schedule(static) num_threads(threads) if ((long)N * K >= 65536)
         for (int t = 0; t < tiles; t++) {
             int first = t * COL_TILE;
-            if (N - first >= COL_TILE) dot_rows(type, COL_TILE, raw + first * row_bytes, row_bytes, K, x, y + first);
-            else for (int n = first; n < N; n++) dot_rows(type, 1, raw + n * row_bytes, row_bytes, K, x, y + n);
+            dot(N - first < COL_TILE ? N - first : COL_TILE, raw + first * row_bytes, row_bytes, K, x, y + first);
         }
         return 0;
     }

@@ -10,28 +10,102 @@
 
 #define COL_TILE 4
 
+#define SCALE_RUN 16 /* blocks whose scales dot_rows and dequantize_row read at once */
+
+/* the fp32 scales d (and mins m, where the type has them) of 32-weight blocks first..first+count-1
+   (count <= SCALE_RUN) of a row: with AVX-512 one gather of their first four bytes and two
+   conversions (the same exact conversion half_to_float does), so that the block loop broadcasts
+   them from memory instead of converting and broadcasting each in vector registers */
+static inline void block_scales(int type, const uint8_t *row, int first, int count, float *d, float *m) {
+#if defined(__AVX512F__)
+    __m512i offsets = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
+                                                                           1, 0), _mm512_set1_epi32(first)),
+                                         _mm512_set1_epi32(BLOCK_BYTES[type]));
+    __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << count) - 1), offsets, row, 1);
+    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
+    _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))));
+#else
+    for (int i = 0; i < count; i++) {
+        const uint8_t *block = row + (size_t)(first + i) * BLOCK_BYTES[type];
+        d[i] = half_to_float(block);
+        m[i] = has_min(type) ? half_to_float(block + 2) : 0.0f;
+    }
+#endif
+}
+
 /* one weight row of K values from its blocks */
 static void dequantize_row(int type, const uint8_t *row, int K, float *w) {
     sink s = {0, w, NULL, v_zero()};
-    for (int i = 0; i < K / BLOCK_WEIGHTS[type]; i++, s.w += BLOCK_WEIGHTS[type])
-        block_into(type, row + i * BLOCK_BYTES[type], &s);
+    int blocks = K / BLOCK_WEIGHTS[type];
+    if (BLOCK_WEIGHTS[type] == 32) {
+        float d[SCALE_RUN], m[SCALE_RUN];
+        for (int first = 0; first < blocks; first += SCALE_RUN) {
+            int count = blocks - first < SCALE_RUN ? blocks - first : SCALE_RUN;
+            block_scales(type, row, first, count, d, m);
+            for (int i = 0; i < count; i++, s.w += 32)
+                scaled_block_into(type, row + (size_t)(first + i) * BLOCK_BYTES[type], d[i], m[i], &s);
+        }
+        return;
+    }
+    for (int i = 0; i < blocks; i++, s.w += BLOCK_WEIGHTS[type]) block_into(type, row + i * BLOCK_BYTES[type], &s);
 }
 
 /* x . `rows` (<= COL_TILE) weight rows (row_bytes apart) into y, weights decoded on the fly; the
    rows go block by block side by side so that their fma chains overlap */
 INLINE void dot_rows(int type, int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y) {
     sink s[COL_TILE];
+    int blocks = K / BLOCK_WEIGHTS[type];
     #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) s[r] = (sink){1, NULL, x, v_zero()};
-    for (int i = 0; i < K / BLOCK_WEIGHTS[type]; i++) {
-        #pragma GCC unroll 4
-        for (int r = 0; r < rows; r++) {
-            block_into(type, raw + r * row_bytes + i * BLOCK_BYTES[type], &s[r]);
-            s[r].x += BLOCK_WEIGHTS[type];
+    if (BLOCK_WEIGHTS[type] == 32) {
+        float d[COL_TILE][SCALE_RUN], m[COL_TILE][SCALE_RUN];
+        for (int first = 0; first < blocks; first += SCALE_RUN) {
+            int count = blocks - first < SCALE_RUN ? blocks - first : SCALE_RUN;
+            #pragma GCC unroll 4
+            for (int r = 0; r < rows; r++) block_scales(type, raw + r * row_bytes, first, count, d[r], m[r]);
+            for (int i = 0; i < count; i++) {
+                #pragma GCC unroll 4
+                for (int r = 0; r < rows; r++) {
+                    scaled_block_into(type, raw + r * row_bytes + (size_t)(first + i) * BLOCK_BYTES[type], d[r][i],
+                                      m[r][i], &s[r]);
+                    s[r].x += 32;
+                }
+            }
+        }
+    } else {
+        for (int i = 0; i < blocks; i++) {
+            #pragma GCC unroll 4
+            for (int r = 0; r < rows; r++) {
+                block_into(type, raw + r * row_bytes + i * BLOCK_BYTES[type], &s[r]);
+                s[r].x += BLOCK_WEIGHTS[type];
+            }
         }
     }
     #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) y[r] = v_sum(s[r].acc);
+}
+
+/* one x row against `rows` (<= COL_TILE) weight rows: dot_rows with the type a constant, so that
+   its block decoding is inlined alone and no type is tested in the block loop */
+typedef void (*dot_tile_function)(int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y);
+#define DOT_TYPED(name, type_code) \
+    static void name(int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y) { \
+        if (rows == COL_TILE) dot_rows(type_code, COL_TILE, raw, row_bytes, K, x, y); \
+        else for (int r = 0; r < rows; r++) dot_rows(type_code, 1, raw + r * row_bytes, row_bytes, K, x, y + r); \
+    }
+DOT_TYPED(dot_q8_0, Q8_0)
+DOT_TYPED(dot_q4_0, Q4_0)
+DOT_TYPED(dot_q4_1, Q4_1)
+DOT_TYPED(dot_q5_0, Q5_0)
+DOT_TYPED(dot_q5_1, Q5_1)
+DOT_TYPED(dot_q4_k, Q4_K)
+DOT_TYPED(dot_q5_k, Q5_K)
+DOT_TYPED(dot_q6_k, Q6_K)
+
+static dot_tile_function dot_tile(int type) {
+    static const dot_tile_function by_type[] = {[Q8_0] = dot_q8_0, [Q4_0] = dot_q4_0, [Q4_1] = dot_q4_1,
+        [Q4_K] = dot_q4_k, [Q5_K] = dot_q5_k, [Q6_K] = dot_q6_k, [Q5_0] = dot_q5_0, [Q5_1] = dot_q5_1};
+    return by_type[type];
 }
 
 /* rows x cols outputs (rows <= ROW_TILE, cols <= COL_TILE); constant-folded where inlined */

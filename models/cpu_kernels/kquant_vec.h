@@ -38,12 +38,6 @@ static inline v16i vi_or_shifted(v16i a, v16i b, int shift) {
     return _mm512_or_si512(a, _mm512_sll_epi32(b, _mm_cvtsi32_si128(shift)));
 }
 static inline v16 v_int(v16i v) { return _mm512_cvtepi32_ps(v); }
-/* lane l: bit first + l of word */
-static inline v16i vi_word_bits(uint32_t word, int first) {
-    __m512i shifts = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                      _mm512_set1_epi32(first));
-    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)word), shifts), _mm512_set1_epi32(1));
-}
 /* picking each lane's weight from a table of the 16 (or 32) values a block's quants can take costs
    one instruction, where converting and scaling costs three */
 #define V_LOOKUP 1
@@ -54,6 +48,10 @@ static inline v16 v_lookup(v16 table, v16i index) { return _mm512_permutexvar_ps
 /* a nibble of widened bytes as a v_lookup index: the lookup reads only an index's low 4 bits */
 static inline v16i vi_nibble(v16i bytes, int high) { return high ? _mm512_srli_epi32(bytes, 4) : bytes; }
 static inline v16 v_lookup2(v16 low, v16 high, v16i index) { return _mm512_permutex2var_ps(low, index, high); }
+/* q with bit 4 of lane l set where bit first + l of word is: one masked or */
+static inline v16i vi_bit4(v16i q, uint32_t word, int first) {
+    return _mm512_mask_or_epi32(q, (__mmask16)(word >> first), q, _mm512_set1_epi32(16));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VARIANT "avx2"
@@ -96,6 +94,8 @@ static inline __m256i word_bits8(uint32_t word, int first) {
 static inline v16i vi_word_bits(uint32_t word, int first) {
     return (v16i){word_bits8(word, first), word_bits8(word, first + 8)};
 }
+/* q with bit 4 of lane l set where bit first + l of word is */
+static inline v16i vi_bit4(v16i q, uint32_t word, int first) { return vi_or_shifted(q, vi_word_bits(word, first), 4); }
 #else
 #define VARIANT "scalar"
 #define ROW_TILE 1
@@ -131,6 +131,7 @@ static inline v16i vi_word_bits(uint32_t word, int first) {
     for (int l = 0; l < 16; l++) v.lane[l] = (word >> (first + l)) & 1;
     return v;
 }
+static inline v16i vi_bit4(v16i q, uint32_t word, int first) { return vi_or_shifted(q, vi_word_bits(word, first), 4); }
 #endif
 
 /* lanes l and l + 8, then l and l + 4, l + 2, l + 1: the fixed tree every variant uses */

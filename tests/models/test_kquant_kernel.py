@@ -61,6 +61,22 @@ def test_every_variant_is_the_scalar_reference_and_row_invariant(samples, type_n
             assert torch.equal(bits(got), bits(alone[:rows])), (variant, rows)
 
 
+@pytest.mark.parametrize("type_name", [name for name, (_, weights, _) in TYPES.items() if weights == 32])
+def test_a_row_of_more_blocks_than_one_run_of_scales_gives_the_scalar_bits(type_name):
+    """576 weights are 18 blocks of 32: one x row reads the scales of 16 blocks at once, then of the
+    last 2 (SCALE_RUN in kquant_rows.h), the partial run included; fp16 edge scales in both runs."""
+    generator = torch.Generator().manual_seed(576)
+    raw = with_edge_scales(random_blocks(type_name, OUT, 576, generator), type_name)
+    block_bytes = TYPES[type_name][2]
+    raw[4:8, 17 * block_bytes:17 * block_bytes + 2] = raw[0:4, 0:2]  # the edge scales again, in the last block
+    x = torch.randn(3, 576, generator=generator)
+    expected = torch.cat([kquant_variant("scalar").matmul(x[i:i + 1], raw, type_name, OUT) for i in range(3)])
+    for variant in RUNNABLE:
+        for rows in (1, 3):
+            got = kquant_variant(variant).matmul(x[:rows], raw, type_name, OUT)
+            assert torch.equal(bits(got), bits(expected[:rows])), (variant, rows)
+
+
 @pytest.mark.parametrize("type_name", list(TYPES))
 def test_weights_decode_as_gguf_py_and_products_are_within_fp32_rounding(samples, type_name):
     x, weights = samples
