@@ -29,14 +29,21 @@ enum { Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 };
 
 /* Where a block's weights go, 16 at a time and strictly in order of k (each lane's fma chain
    depends on it): stored to w (dequantization into a buffer), or, where fused, straight into the
-   lanes of the dot product with x. Every block function is inlined into both uses, so the choice
+   lanes of the dot products with one or more x rows. Every block function is inlined into both uses, so the choice
    costs nothing. */
-typedef struct { int fused; float *w; const float *x; v16 acc; } sink;
+#if defined(__AVX512F__)
+#define FUSED_ROWS 8 /* x rows one decoded weight vector serves at most: 8 rows x 2 weight rows of lanes */
+#else
+#define FUSED_ROWS 1
+#endif
+/* rows 0: stored to w; else fma'd into acc[r] with x row r (x + r * ld), for r < rows */
+typedef struct { int rows; float *w; const float *x; int ld; v16 acc[FUSED_ROWS]; } sink;
 #define INLINE static inline __attribute__((always_inline))
 
 INLINE void put(sink *s, int offset, v16 weights) {
-    if (s->fused) s->acc = v_fma(v_load(s->x + offset), weights, s->acc);
-    else v_store(s->w + offset, weights);
+    if (!s->rows) v_store(s->w + offset, weights);
+    #pragma GCC unroll 8
+    for (int r = 0; r < s->rows; r++) s->acc[r] = v_fma(v_load(s->x + (size_t)r * s->ld + offset), weights, s->acc[r]);
 }
 
 /* The 32-weight blocks take their scale d (and min m) as fp32 arguments: read here with

@@ -35,7 +35,7 @@ static inline void block_scales(int type, const uint8_t *row, int first, int cou
 
 /* one weight row of K values from its blocks */
 static void dequantize_row(int type, const uint8_t *row, int K, float *w) {
-    sink s = {0, w, NULL, v_zero()};
+    sink s = {0, w, NULL, 0, {v_zero()}};
     int blocks = K / BLOCK_WEIGHTS[type];
     if (BLOCK_WEIGHTS[type] == 32) {
         float d[SCALE_RUN], m[SCALE_RUN];
@@ -50,48 +50,74 @@ static void dequantize_row(int type, const uint8_t *row, int K, float *w) {
     for (int i = 0; i < blocks; i++, s.w += BLOCK_WEIGHTS[type]) block_into(type, row + i * BLOCK_BYTES[type], &s);
 }
 
-/* x . `rows` (<= COL_TILE) weight rows (row_bytes apart) into y, weights decoded on the fly; the
-   rows go block by block side by side so that their fma chains overlap */
-INLINE void dot_rows(int type, int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y) {
+/* x rows 0..xrows-1 (K apart, xrows <= FUSED_ROWS) . `rows` (<= COL_TILE) weight rows (row_bytes
+   apart) into y [xrows][ld], weights decoded on the fly and each 16 of them used by every x row; the
+   weight rows go block by block side by side so that their fma chains overlap */
+INLINE void dot_rows(int type, int xrows, int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x,
+                     float *y, int ld) {
     sink s[COL_TILE];
     int blocks = K / BLOCK_WEIGHTS[type];
     #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) s[r] = (sink){1, NULL, x, v_zero()};
+    for (int c = 0; c < rows; c++) {
+        s[c] = (sink){xrows, NULL, x, K, {v_zero()}};
+        #pragma GCC unroll 8
+        for (int r = 0; r < xrows; r++) s[c].acc[r] = v_zero();
+    }
     if (BLOCK_WEIGHTS[type] == 32) {
         float d[COL_TILE][SCALE_RUN], m[COL_TILE][SCALE_RUN];
         for (int first = 0; first < blocks; first += SCALE_RUN) {
             int count = blocks - first < SCALE_RUN ? blocks - first : SCALE_RUN;
             #pragma GCC unroll 4
-            for (int r = 0; r < rows; r++) block_scales(type, raw + r * row_bytes, first, count, d[r], m[r]);
+            for (int c = 0; c < rows; c++) block_scales(type, raw + c * row_bytes, first, count, d[c], m[c]);
             for (int i = 0; i < count; i++) {
                 #pragma GCC unroll 4
-                for (int r = 0; r < rows; r++) {
-                    scaled_block_into(type, raw + r * row_bytes + (size_t)(first + i) * BLOCK_BYTES[type], d[r][i],
-                                      m[r][i], &s[r]);
-                    s[r].x += 32;
+                for (int c = 0; c < rows; c++) {
+                    scaled_block_into(type, raw + c * row_bytes + (size_t)(first + i) * BLOCK_BYTES[type], d[c][i],
+                                      m[c][i], &s[c]);
+                    s[c].x += 32;
                 }
             }
         }
     } else {
         for (int i = 0; i < blocks; i++) {
             #pragma GCC unroll 4
-            for (int r = 0; r < rows; r++) {
-                block_into(type, raw + r * row_bytes + i * BLOCK_BYTES[type], &s[r]);
-                s[r].x += BLOCK_WEIGHTS[type];
+            for (int c = 0; c < rows; c++) {
+                block_into(type, raw + c * row_bytes + i * BLOCK_BYTES[type], &s[c]);
+                s[c].x += BLOCK_WEIGHTS[type];
             }
         }
     }
     #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) y[r] = v_sum(s[r].acc);
+    for (int c = 0; c < rows; c++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < xrows; r++) y[(size_t)r * ld + c] = v_sum(s[c].acc[r]);
 }
 
-/* one x row against `rows` (<= COL_TILE) weight rows: dot_rows with the type a constant, so that
-   its block decoding is inlined alone and no type is tested in the block loop */
-typedef void (*dot_tile_function)(int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y);
+/* weight rows a fused tile of xrows x rows takes at once: its accumulators fill the registers */
+static inline int fused_width(int xrows) { return xrows > 4 ? 2 : COL_TILE; }
+
+/* dot_rows of a whole tile (rows == width) with both counts constants, or weight row by weight row */
+#define DOT_FIXED(type_code, xrows, width) \
+    if (rows == (width)) dot_rows(type_code, xrows, width, raw, row_bytes, K, x, y, ld); \
+    else for (int c = 0; c < rows; c++) dot_rows(type_code, xrows, 1, raw + c * row_bytes, row_bytes, K, x, y + c, ld);
+
+/* xrows (1, or where FUSED_ROWS allows 2, 4 or 8) x rows against `rows` (<= fused_width(xrows))
+   weight rows: dot_rows with the type and the counts constants, so that the block decoding is
+   inlined alone and no type is tested in the block loop */
+typedef void (*dot_tile_function)(int xrows, int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x,
+                                  float *y, int ld);
+#if FUSED_ROWS >= 8
+#define DOT_MANY(type_code) \
+    if (xrows == 8) { DOT_FIXED(type_code, 8, 2) } \
+    else if (xrows == 4) { DOT_FIXED(type_code, 4, COL_TILE) } \
+    else if (xrows == 2) { DOT_FIXED(type_code, 2, COL_TILE) } else
+#else
+#define DOT_MANY(type_code)
+#endif
 #define DOT_TYPED(name, type_code) \
-    static void name(int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y) { \
-        if (rows == COL_TILE) dot_rows(type_code, COL_TILE, raw, row_bytes, K, x, y); \
-        else for (int r = 0; r < rows; r++) dot_rows(type_code, 1, raw + r * row_bytes, row_bytes, K, x, y + r); \
+    static void name(int xrows, int rows, const uint8_t *raw, size_t row_bytes, int K, const float *x, float *y, \
+                     int ld) { \
+        DOT_MANY(type_code) { DOT_FIXED(type_code, 1, COL_TILE) } \
     }
 DOT_TYPED(dot_q8_0, Q8_0)
 DOT_TYPED(dot_q4_0, Q4_0)

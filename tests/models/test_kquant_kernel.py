@@ -72,7 +72,7 @@ def test_a_row_of_more_blocks_than_one_run_of_scales_gives_the_scalar_bits(type_
     x = torch.randn(3, 576, generator=generator)
     expected = torch.cat([kquant_variant("scalar").matmul(x[i:i + 1], raw, type_name, OUT) for i in range(3)])
     for variant in RUNNABLE:
-        for rows in (1, 3):
+        for rows in (1, 3, 5, 8):
             got = kquant_variant(variant).matmul(x[:rows], raw, type_name, OUT)
             assert torch.equal(bits(got), bits(expected[:rows])), (variant, rows)
 
