@@ -159,7 +159,7 @@ static void amx_pack_tile(amx_scratch *s, const uint16_t *k_pool, const uint16_t
         k_rows[j] = k_pool + at;
         v_rows[j] = v_pool + at;
     }
-    for (int g = 0; g < KEY_TILE / AMX_GROUP_KEYS; g++) {
+    for (int g = 0; g < (count + AMX_GROUP_KEYS - 1) / AMX_GROUP_KEYS; g++) {  /* scores read no group past count */
         for (int j = 16 * g; j < 16 * (g + 1) && j < ahead; j++) {
             size_t later = ((size_t)slots[KEY_TILE + j] * kv_heads + kv_head) * dim;
             att_prefetch_row(k_pool + later, dim);
