@@ -92,7 +92,7 @@ INLINE void q5_block(const uint8_t *restrict b, int has_min, float d, float m, s
     uint32_t high = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     v16i bytes = vi_u8(qh + 4);
     int form = has_min ? D_Q_PLUS_M : D_Q_MINUS_16;
-    for (int i = 0; i < 2; i++) affine_put(s, 16 * i, form, d, m, vi_bit4(vi_bits(bytes, 4 * i, 15), high, 16 * i), 1);
+    for (int i = 0; i < 2; i++) affine_put(s, 16 * i, form, d, m, vi_bit4(i ? vi_high4(bytes) : vi_bits(bytes, 0, 15), high, 16 * i), 1);
 }
 
 /* the 6-bit scale and min of Q4_K/Q5_K sub-block j */
@@ -137,7 +137,8 @@ INLINE void q6_k_block(const uint8_t *restrict b, sink *s) {
         }
         for (int g = 0; g < 4; g++)
             for (int i = 0; i < 2; i++) {  /* in order of k, as the dot product takes them */
-                v16i quant = vi_or_shifted(vi_bits(low[g & 1][i], 4 * (g / 2), 15), vi_bits(high[i], 2 * g, 3), 4);
+                v16i nibble = g / 2 ? vi_high4(low[g & 1][i]) : vi_bits(low[g & 1][i], 0, 15);
+                v16i quant = vi_or_shifted(nibble, vi_bits(high[i], 2 * g, 3), 4);
                 /* q - 32 is exact in fp32 */
                 v16 weights = v_mul(v_set1(ds[8 * h + 2 * g + i]), v_sub(v_int(quant), v_set1(32.0f)));
                 put(s, 128 * h + 32 * g + 16 * i, weights);

@@ -37,6 +37,8 @@ static inline v16i vi_bits(v16i v, int shift, int mask) {
 static inline v16i vi_or_shifted(v16i a, v16i b, int shift) {
     return _mm512_or_si512(a, _mm512_sll_epi32(b, _mm_cvtsi32_si128(shift)));
 }
+/* the high nibbles of widened bytes (0..255): vi_bits(v, 4, 15) without the mask */
+static inline v16i vi_high4(v16i v) { return _mm512_srli_epi32(v, 4); }
 static inline v16 v_int(v16i v) { return _mm512_cvtepi32_ps(v); }
 /* picking each lane's weight from a table of the 16 (or 32) values a block's quants can take costs
    one instruction, where converting and scaling costs three */
@@ -81,6 +83,7 @@ static inline __m256i bits8(__m256i v, int shift, int mask) {
 static inline v16i vi_bits(v16i v, int shift, int mask) {
     return (v16i){bits8(v.lo, shift, mask), bits8(v.hi, shift, mask)};
 }
+static inline v16i vi_high4(v16i v) { return (v16i){_mm256_srli_epi32(v.lo, 4), _mm256_srli_epi32(v.hi, 4)}; }
 static inline v16i vi_or_shifted(v16i a, v16i b, int shift) {
     __m128i count = _mm_cvtsi32_si128(shift);
     return (v16i){_mm256_or_si256(a.lo, _mm256_sll_epi32(b.lo, count)),
@@ -121,6 +124,7 @@ static inline v16i vi_bits(v16i v, int shift, int mask) {
     for (int l = 0; l < 16; l++) v.lane[l] = (v.lane[l] >> shift) & mask;
     return v;
 }
+static inline v16i vi_high4(v16i v) { return vi_bits(v, 4, 15); }
 static inline v16i vi_or_shifted(v16i a, v16i b, int shift) {
     for (int l = 0; l < 16; l++) a.lane[l] |= b.lane[l] << shift;
     return a;
