@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import attrs
+import numpy as np
 import torch
 
 from kvgate.core.types import SamplingParams
@@ -57,17 +58,25 @@ def make_generator(seed: Optional[int]) -> Optional[torch.Generator]:
     return generator
 
 
+def greedy(logits: torch.Tensor) -> int:
+    """``torch.argmax`` of one row: the first largest logit (the first NaN, where there is one). On
+    CPU numpy's, which is the same and ~10x faster for a vocabulary-sized row."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32:
+        return int(np.argmax(logits.numpy()))
+    return int(torch.argmax(logits))
+
+
 def sample(logits: torch.Tensor, params: SamplingParams, generated: Sequence[int],
            generator: Optional[torch.Generator] = None) -> int:
     """Pick the next token from one row of logits (already fenced: disallowed ids are -inf)."""
     logits = apply_penalties(logits.float(), generated, params)
     if params.temperature <= 1e-5:
-        return int(torch.argmax(logits))
+        return greedy(logits)
     logits = filter_top_k(logits / params.temperature, params.top_k)
     probs = torch.softmax(logits, dim=-1)
     probs = filter_min_p(filter_top_p(probs, params.top_p), params.min_p)
     if not torch.isfinite(probs).all() or float(probs.sum()) <= 0:
-        return int(torch.argmax(logits))
+        return greedy(logits)
     return int(torch.multinomial(probs.cpu(), 1, generator=generator))
 
 

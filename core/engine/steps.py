@@ -125,8 +125,6 @@ def fenced_sample(seq: Sequence, logits: torch.Tensor) -> int:
     if fence is None:
         return sample(logits, seq.params, seq.output, seq.generator)
     fence.set_budget(seq.budget_left())
-    logits = logits.clone()
-    fence.apply(logits)
-    token = sample(logits, seq.params, seq.output, seq.generator)
+    token = sample(fence.masked(logits), seq.params, seq.output, seq.generator)
     fence.advance(token)
     return token

@@ -43,6 +43,7 @@ class RequestFence:
         self._interventions = 0
         self._intervened_at = -1
         self._bits = np.zeros(bitmask_words(vocab), dtype=np.int32)
+        self._row: Optional[torch.Tensor] = None  # masked()'s copy of the logits, kept from step to step
         self.relaxed: list[str] = []  # schema keywords the fence does not enforce (see schema_preparer)
 
     # ---- the engine's interface
@@ -61,6 +62,28 @@ class RequestFence:
         if self.plan is not None and self.plan.in_force():
             mask = keep_fitting(self.plan, self.matcher, mask, logits, self.budget, self.stop_ids)
         write_mask(logits, mask)
+
+    def masked(self, logits: torch.Tensor) -> torch.Tensor:
+        """:meth:`apply` on a copy of ``logits``, which stays as it is. Without a grammar, where
+        nothing is taken away this step (most steps of a guarded reply), ``logits`` itself, uncopied;
+        else a row this fence keeps and overwrites at its next call (a fresh 200 KB row a token
+        cost more than the copy)."""
+        if self.matcher is None:  # no refiner and no budget plan: the guards' mask is all there is
+            mask = self._candidates()
+            if mask is None and logits.shape[-1] <= self.vocab:
+                return logits
+            row = self._kept_copy(logits)
+            write_mask(row, mask)
+            return row
+        row = self._kept_copy(logits)
+        self.apply(row)
+        return row
+
+    def _kept_copy(self, logits: torch.Tensor) -> torch.Tensor:
+        if self._row is None or self._row.shape != logits.shape or self._row.dtype != logits.dtype \
+                or self._row.device != logits.device:
+            self._row = torch.empty_like(logits)
+        return self._row.copy_(logits)
 
     def advance(self, token: int) -> None:
         token = int(token)
@@ -100,6 +123,7 @@ class RequestFence:
         twin.guards = [guard.clone() for guard in self.guards]
         twin.plan = self.plan.clone() if self.plan is not None else None
         twin._bits = np.zeros_like(self._bits)
+        twin._row = None
         return twin
 
     def take_state(self, other: "RequestFence") -> None:
