@@ -62,7 +62,7 @@ static int fused_matmul(const float *x, const uint8_t *raw, float *y, int M, int
 static int kquant_matmul_into(const float *x, const uint8_t *raw, float *y, int M, int N, int K, int ld, int type,
                               int threads) {
     size_t row_bytes = (size_t)(K / BLOCK_WEIGHTS[type]) * BLOCK_BYTES[type];
-    int tiles = (N + COL_TILE - 1) / COL_TILE, failed = 0;
+    int failed = 0;
     if (M <= FUSED_ROWS) return fused_matmul(x, raw, y, M, N, K, ld, type, threads, row_bytes);
     int panels = (N + PANEL_ROWS - 1) / PANEL_ROWS;
 #pragma omp parallel num_threads(threads) if ((long)N * K >= 65536) reduction(| : failed)
