@@ -8,6 +8,11 @@ second of two ``codex exec`` runs of one session (``resume --last``) compact bef
 accepts exactly one ``compaction`` item (it has no fallback), sends it back opaque, and the turn
 after it is served with its prefix cached. Codex's base instructions are replaced by a one-line
 file (``model_instructions_file``) to keep its cold prompt, and so the test, short.
+
+SmolLM2 samples at Codex's temperature 1.0 from a prompt that holds the date and the test's paths, so
+a reply sometimes runs into the output cap that keeps the test fast; Codex then fails that turn
+(exit 1) after taking the reply. That says nothing of compaction, so a run may end either way, but
+only the cap may stop it.
 """
 
 from __future__ import annotations
@@ -57,6 +62,16 @@ def run_session(codex_bin: Path, base_url: str, workdir: Path) -> list[tuple[int
     return runs
 
 
+CAPPED = "Incomplete response returned, reason: max_output_tokens"
+
+
+def ended_or_capped(code: int, events: list) -> bool:
+    """The run ended well, or only the output cap failed its turn."""
+    errors = [event.get("message") or event.get("error", {}).get("message")
+              for event in events if event.get("type") in ("error", "turn.failed")]
+    return (code == 0 and not errors) or (code == 1 and set(errors) == {CAPPED})
+
+
 def is_trigger(body: dict) -> bool:
     return any(item.get("type") == "compaction_trigger" for item in body.get("input") or [])
 
@@ -64,7 +79,8 @@ def is_trigger(body: dict) -> bool:
 def test_codex_compacts_remotely_and_continues_with_its_prefix_cached(codex_bin, tmp_path):
     with ServerProcess(tmp_path / "server", SETTINGS) as server, CaptureProxy(server.base_url) as proxy:
         runs = run_session(codex_bin, proxy.base_url, tmp_path / "client")
-    assert [code for code, _, _ in runs] == [0, 0], [(events, stderr[-2000:]) for _, events, stderr in runs]
+    assert all(ended_or_capped(code, events) for code, events, _ in runs), [(code, events, stderr[-2000:])
+                                                                             for code, events, stderr in runs]
     assert agent_messages(runs[1][1]), runs[1][1]
     exchanges = [(body, reply) for body, reply in proxy.replies if isinstance(body.get("input"), list)]
     triggers = [index for index, (body, _) in enumerate(exchanges) if is_trigger(body)]
@@ -76,5 +92,6 @@ def test_codex_compacts_remotely_and_continues_with_its_prefix_cached(codex_bin,
     assert len(sent_back) == 1 and sent_back[0]["encrypted_content"] == compaction["output"][0]["encrypted_content"]
     assert sent_back[0]["encrypted_content"].startswith(PREFIX)
     answered = check_event_stream(parse_sse(follow_reply.decode()))
-    assert answered["status"] == "completed"
+    capped = answered["status"] == "incomplete" and answered["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert answered["status"] == "completed" or (capped and runs[1][0] == 1), answered
     assert answered["usage"]["input_tokens_details"]["cached_tokens"] > 0, answered["usage"]
