@@ -44,4 +44,9 @@ def runtime_fingerprint(arch, weights, dtype: torch.dtype, deterministic: bool, 
     """The fingerprint of a runtime's state: its weights', plus the arithmetic that wrote the state,
     so state of one mode never serves the other (the invariant attention; ``arithmetic``, the
     forward's own kernels: the CPU RMSNorm kernel, the native layer)."""
-    return weights_fingerprint(arch, weights, dtype) + ("/invariant-flash" if deterministic else "") + arithmetic
+    return state_fingerprint(weights_fingerprint(arch, weights, dtype), deterministic, arithmetic)
+
+
+def state_fingerprint(weights_print: str, deterministic: bool, arithmetic: str) -> str:
+    """:func:`runtime_fingerprint` from a :func:`weights_fingerprint` taken earlier."""
+    return weights_print + ("/invariant-flash" if deterministic else "") + arithmetic

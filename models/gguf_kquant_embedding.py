@@ -3,7 +3,8 @@
 :class:`PackedEmbedding` stands where a dense embedding tensor stands (``embed[tokens]``, ``dtype``,
 ``device``, ``shape``); its rows come out exactly as dequantizing the whole table and then gathering
 would give them, since every row is whole blocks read on their own. Its :class:`KQuantWeight` serves a
-tied output head as it is.
+tied output head as it is; where the native layer has taken the blocks over (repacked), rows are read
+back from its copy with the same bits.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 import torch
 
-from kvgate.models.gguf_kquant import dequantize_rows
 from kvgate.models.gguf_kquant_weight import KQuantWeight
 
 
@@ -23,8 +23,7 @@ class PackedEmbedding:
 
     def __getitem__(self, tokens: torch.Tensor) -> torch.Tensor:
         """The embeddings of ``tokens`` (any shape), in :attr:`dtype`."""
-        rows = dequantize_rows(self.weight.raw[tokens.reshape(-1)], self.weight.type_name)
-        return rows.to(self.dtype).reshape(*tokens.shape, self.shape[1])
+        return self.weight.rows(tokens.reshape(-1)).to(self.dtype).reshape(*tokens.shape, self.shape[1])
 
     def dequantize(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
         return self.weight.dequantize(dtype)

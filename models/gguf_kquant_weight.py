@@ -14,7 +14,7 @@ came in different types: its output is its parts' outputs side by side.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -35,20 +35,41 @@ def kernel_arithmetic() -> str:
 
 
 class KQuantWeight:
+    """Raw GGUF blocks [rows, row_bytes] of one type; or, once :meth:`native_blocks` has handed them
+    to the native layer, only its repacked copy (``raw`` None): rows are read back from that, with the
+    same bits, and a matmul here (not the native layer's) takes :meth:`torch_matmul`'s path."""
+
     def __init__(self, raw: torch.Tensor, type_name: str):
-        self.raw, self.type_name = raw.contiguous(), type_name
+        self.raw: Optional[torch.Tensor] = raw.contiguous()
+        self.type_name = type_name
+        self.packed: Optional[torch.Tensor] = None
+        self.read_packed: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None
         self.shape = torch.Size([raw.shape[0], row_weights(type_name, raw.shape[1])])
+
+    def native_blocks(self, repack: Callable[[torch.Tensor], torch.Tensor],
+                      read_rows: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The blocks as ``repack(raw)`` lays them out, made the first time; the raw blocks are
+        dropped then, so the weights are held once, and :meth:`rows` reads ``read_rows(packed, ids)``."""
+        if self.packed is None:
+            self.packed, self.read_packed, self.raw = repack(self.raw), read_rows, None
+        return self.packed
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """fp32 [len(ids), K]: rows ``ids`` (int64, 1-D) dequantized as ggml does it."""
+        if self.raw is None:
+            return self.read_packed(self.packed, ids)
+        return dequantize_rows(self.raw[ids], self.type_name)
 
     def to(self, device: Any = None, dtype: Any = None) -> "KQuantWeight":
         """Itself: the blocks stay as the file holds them (CPU only)."""
         return self
 
     def dequantize(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-        return dequantize_rows(self.raw, self.type_name).to(dtype)
+        return self.rows(torch.arange(self.shape[0])).to(dtype)
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ W.T`` for x [M, K], in x's dtype."""
-        kernel = kquant_kernel() if x.device.type == "cpu" else None
+        kernel = kquant_kernel() if x.device.type == "cpu" and self.raw is not None else None
         if kernel is not None and kernel.takes(x, self.type_name):
             return kernel.matmul(x.contiguous(), self.raw, self.type_name, self.shape[0]).to(x.dtype)
         return self.torch_matmul(x).to(x.dtype)
@@ -60,13 +81,13 @@ class KQuantWeight:
         tiles = F.pad(x.float(), (0, 0, 0, -rows % TILE_ROWS)).split(TILE_ROWS)
         out = torch.empty(len(tiles) * TILE_ROWS, self.shape[0], dtype=torch.float32)
         for start in range(0, self.shape[0], WEIGHT_TILE):
-            weight = dequantize_rows(self.raw[start:start + WEIGHT_TILE], self.type_name)
+            weight = self.rows(torch.arange(start, min(start + WEIGHT_TILE, self.shape[0])))
             for index, tile in enumerate(tiles):
                 out[index * TILE_ROWS:(index + 1) * TILE_ROWS, start:start + weight.shape[0]] = F.linear(tile, weight)
         return out[:rows]
 
     def tensors(self) -> list[torch.Tensor]:
-        return [self.raw]
+        return [self.raw if self.raw is not None else self.packed]
 
 
 class StackedRows:

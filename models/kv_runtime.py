@@ -24,7 +24,7 @@ import torch
 
 from kvgate.core.runtime import DraftHead, ModelInfo, ModelRuntime, PrefillInterrupted, Session
 from kvgate.models import chunk_frames
-from kvgate.models.fingerprint import runtime_fingerprint
+from kvgate.models.fingerprint import state_fingerprint, weights_fingerprint
 from kvgate.models.invariant_attention import padded_keys
 from kvgate.models.kv_forward import KVForward
 from kvgate.models.kv_pool import KVPool
@@ -73,6 +73,8 @@ class KVRuntime(ModelRuntime):
         self.block_size, self.device, self.dtype = block_size, weights.embed.device, weights.embed.dtype
         self.pool = parts.new_pool(arch, block_size, kv_pool_tokens, self.dtype, self.device)
         self.paged = PagedKV(self.pool, block_size, arch.vocab_size, info.max_context)
+        # digested before the forward is built: the native layer takes over its projections' GGUF blocks
+        self.weights_print = weights_fingerprint(arch, weights, self.dtype)
         self.forward = parts.new_forward(arch, weights, self.pool, info.max_context, self.deterministic)
         self.mtp: Optional[MtpHead] = None
         self._fingerprint: Optional[str] = None
@@ -84,8 +86,7 @@ class KVRuntime(ModelRuntime):
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = runtime_fingerprint(self.arch, self.weights, self.dtype, self.deterministic,
-                                                    self.forward.arithmetic)
+            self._fingerprint = state_fingerprint(self.weights_print, self.deterministic, self.forward.arithmetic)
         return self._fingerprint
 
     def attach_mtp(self, weights) -> None:

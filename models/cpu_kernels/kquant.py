@@ -64,16 +64,17 @@ VARIANTS = {  # name: (CPU flags it needs, compiler flags), best first
     "avx512vnni": (("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx2", "fma", "f16c"),
                    ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mavx2", "-mfma", "-mf16c",
                     "-mprefer-vector-width=512")),
-    # amx: avx512 plus AMX tiles, for the attention (paged_attention_amx.h); its kquant bits are avx512's
-    "amx": (("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16", "avx2", "fma", "f16c"),
-            ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16", "-mavx2", "-mfma",
-             "-mf16c", "-mprefer-vector-width=512")),
+    # amx: avx512vnni plus AMX tiles, for the attention (paged_attention_amx.h); its kquant bits are avx512's
+    "amx": (("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "avx2", "fma",
+             "f16c"),
+            ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mavx512bf16", "-mamx-tile", "-mamx-bf16",
+             "-mavx2", "-mfma", "-mf16c", "-mprefer-vector-width=512")),
     "avx2": (("avx2", "fma", "f16c"), ("-mavx2", "-mfma", "-mf16c")),
     "scalar": ((), ()),
 }
 VARIANT_ENV = "KVGATE_KQUANT_VARIANT"  # names the variant to use instead of the CPU's best
 BEST_FIRST = {"fp32": ("avx512", "avx2"), "q8a": ("avx512vnni", "avx2"),  # what kquant_kernel picks from
-              "attention": ("amx", "avx512", "avx2")}  # paged attention and the native layer
+              "attention": ("amx", "avx512vnni", "avx512", "avx2")}  # paged attention and the native layer
 
 
 class KQuantKernel:

@@ -14,7 +14,7 @@
      fp32 buffer (it stays in L2) and runs every x row over it, ROW_TILE rows by COL_TILE weight
      rows at a time, so a long prefill's x streams through once a panel, not once every COL_TILE
      weight rows.
-   Shared by    kquant.c (the matmul alone) and llama_layer.c (a whole layer in one call). */
+   Used by kquant.c (the per-projection matmul of torch's path; the native layer runs q8i.h). */
 #ifndef KVGATE_KQUANT_MATMUL_H
 #define KVGATE_KQUANT_MATMUL_H
 #include <stdint.h>

@@ -11,32 +11,26 @@
 #include "kquant_blocks.h"
 #include "kquant_q8a_k.h"
 #include "kquant_q8a_vec.h"
+#include "q8i_quantize.h"
 
 /* x ~ d * q; sum = d * (float)(sum of q); minus8/minus16: -8 and -16 times each lane's sum of q, so
    that Q4_0's and Q5_0's lane sums of (q - 8) * x are one unsigned dot product from them */
 typedef struct { int8_t q[32]; int32_t minus8[8], minus16[8], minus32[8]; float d, sum; } xblock;
 
-/* as ggml's quantize_row_q8_1_ref: d = amax / 127, q = roundf(x * (1 / d)), each step one fp32
-   operation (NaN and infinity clamp to +-127 instead of being undefined) */
+/* as ggml's quantize_row_q8_1_ref, q8i's rounding (q8i_quantize.h), plus the lane sums */
 static void quantize_x_row(const float *x, int K, xblock *out) {
     for (int b = 0; b < K / 32; b++, x += 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int total = 0;
-        for (int i = 0; i < 32; i++) {
-            float q = fminf(127.0f, fmaxf(-127.0f, roundf(x[i] * id)));
-            out[b].q[i] = (int8_t)q;
-            total += out[b].q[i];
-        }
+        q8i_x rounded;
+        q8i_quantize_row_plain(x, 32, &rounded);
+        memcpy(out[b].q, rounded.q, 32);
         for (int l = 0; l < 8; l++) {
             int lane = out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3];
             out[b].minus8[l] = -8 * lane;
             out[b].minus16[l] = -16 * lane;
             out[b].minus32[l] = -32 * lane;
         }
-        out[b].d = d;
-        out[b].sum = d * (float)total;
+        out[b].d = rounded.d;
+        out[b].sum = rounded.sum;
     }
 }
 

@@ -2,7 +2,7 @@
    throughout (the "native" arithmetic of llama_layer.py):
 
      h    = rms_norm(x) * attn_norm          (squares summed in 16 lanes + kquant's tree; one 1/sqrt)
-     qkv  = h @ Wqkv.T (+ bias)              (kquant_matmul.h, the packed GGUF blocks)
+     qkv  = h @ Wqkv.T (+ bias)              (q8i.h: int8 activations, the GGUF blocks repacked at load)
      q, k = RoPE over the first rotary_dim of each head: x * cos + swap(x) * signed_sin
      K, V of each row -> the pool, rounded to bf16, at the row's slot
      a    = paged attention of q over the pool (paged_attention.h: fixed key tiles from key 0)
@@ -19,12 +19,12 @@
 #include <string.h>
 
 #include "bf16.h"
-#include "kquant_matmul.h"
 #include "paged_attention.h"
+#include "q8i.h"
 
 #define MAX_PARTS 4
 
-typedef struct { const uint8_t *raw; int type, rows; } matrix_part;  /* rows of one GGUF type */
+typedef struct { const uint8_t *packed; int type, rows; } matrix_part;  /* rows of one GGUF type, q8i.h's layout */
 typedef struct { matrix_part parts[MAX_PARTS]; int count, cols; } matrix;  /* parts stacked by rows */
 
 typedef struct {
@@ -60,15 +60,28 @@ static void rms_norm_rows(const float *x, const float *w, float *out, int rows, 
     }
 }
 
+/* x [rows][cols] quantized for q8i, threads over rows where there are many; NULL without memory */
+static q8i_x *quantized(const float *x, int rows, int cols, int threads) {
+    int blocks = cols / 32;
+    q8i_x *xq = malloc(sizeof(q8i_x) * (size_t)rows * blocks);
+    if (!xq) return NULL;
+#pragma omp parallel for schedule(static) num_threads(threads) if (rows > 16)
+    for (int r = 0; r < rows; r++) q8i_quantize_row(x + (size_t)r * cols, cols, xq + (size_t)r * blocks);
+    return xq;
+}
+
 /* y [rows][m->rows summed] = x @ W.T, the parts side by side; 0, or -1 without memory */
 static int matmul(const float *x, const matrix *m, float *y, int rows, int threads) {
     int ld = 0, first = 0;
+    q8i_x *xq = quantized(x, rows, m->cols, threads);
+    if (!xq) return -1;
     for (int p = 0; p < m->count; p++) ld += m->parts[p].rows;
     for (int p = 0; p < m->count; p++) {
         const matrix_part *part = &m->parts[p];
-        if (kquant_matmul_into(x, part->raw, y + first, rows, part->rows, m->cols, ld, part->type, threads)) return -1;
+        q8i_matmul_into(xq, part->packed, y + first, rows, part->rows, m->cols, ld, part->type, threads);
         first += part->rows;
     }
+    free(xq);
     return 0;
 }
 
@@ -155,4 +168,24 @@ int llama_layers(const layer_spec *layers, int count, float *x, const step_rows 
 /* the final norm: out = rms_norm(x) * w, rows of cols fp32 */
 void llama_final_norm(const float *x, const float *w, float *out, int rows, int cols, float eps) {
     rms_norm_rows(x, w, out, rows, cols, eps);
+}
+
+/* q8i (q8i.h) for the loader and the tests: the bytes the packed copy of an N x K matrix of `type`
+   takes, the repacking, the rows read back, and the matmul alone (x fp32 [M][K], y fp32 [M][N]; 0, or
+   -1 without memory) */
+size_t q8i_bytes(int type, int N, int K) { return q8i_packed_bytes(type, N, K); }
+
+void q8i_repack(const uint8_t *raw, uint8_t *out, int N, int K, int type) { q8i_repack_into(raw, out, N, K, type); }
+
+/* rows ids[0..count) of a packed N x K matrix, dequantized as ggml does, into out fp32 [count][K] */
+void q8i_rows(const uint8_t *packed, int type, int K, const int64_t *ids, int count, float *out) {
+    for (int i = 0; i < count; i++) q8i_dequantize_row(type, packed, K, (int)ids[i], out + (size_t)i * K);
+}
+
+int q8i_matmul(const float *x, const uint8_t *packed, float *y, int M, int N, int K, int type, int threads) {
+    q8i_x *xq = quantized(x, M, K, threads);
+    if (!xq) return -1;
+    q8i_matmul_into(xq, packed, y, M, N, K, N, type, threads);
+    free(xq);
+    return 0;
 }

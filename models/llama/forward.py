@@ -117,6 +117,8 @@ class LlamaForward:
             normed = every if all_rows else every[-1:]
         else:
             normed = self.native.normed(x if all_rows else x[-1:].contiguous())
+        if self.native.head is not None:
+            return self.native.logits(normed)
         if not isinstance(self.weights.lm_head, TILED_WEIGHTS):  # a dense or int8 head takes the model dtype
             normed = normed.to(self.weights.embed.dtype)
         return self._linear(normed, self.weights.lm_head).float()

@@ -3,7 +3,8 @@
 Taken on CPU (``[model] native_layers``, on by default) when every layer's projections are GGUF blocks kept packed (:class:`KQuantWeight` or
 :class:`StackedRows` of them) and the layers are plain Llama ones (no q/k norm, no experts); prefill
 and decode then both run it, so they compute the same bits for a token whatever the batch or split.
-The residual stream is fp32; the final norm too; the head is the weights' own matmul.
+The residual stream is fp32; the final norm too; a head of GGUF blocks runs q8i as the layers do
+(``llama_layer.c``), any other head its own matmul.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class NativeLayers:
         self.cos = self.sin = torch.empty(0, 2 * inv_freq.shape[0])
         self.keep: list[torch.Tensor] = []  # every tensor a spec points into, alive as long as the specs
         self.final_norm = self._hold(weights.norm.float())
+        self.head = self._head(weights)
+        head = weights.lm_head
+        self.head_type, self.head_rows = (TYPES[head.type_name][0], head.shape[0]) if self.head is not None else (-1, 0)
         self.specs = (LayerSpec * arch.layers)(*(self._spec(i, layer, pool) for i, layer in enumerate(weights.layers)))
 
     def _hold(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -72,11 +76,27 @@ class NativeLayers:
         """The address of an fp32 copy of ``tensor`` kept alive with the specs (None for None)."""
         return None if tensor is None else self._hold(tensor.float()).data_ptr()
 
+    def _head(self, weights: LlamaWeights) -> Optional[torch.Tensor]:
+        """A GGUF-block head handed over in q8i's layout (a tied embedding reads its rows from there),
+        else None."""
+        head = weights.lm_head
+        if not isinstance(head, KQuantWeight) or head.type_name not in TYPES:
+            return None
+        return self._handed_over(head)
+
+    def _handed_over(self, part: KQuantWeight) -> torch.Tensor:
+        """``part``'s blocks in q8i's layout, its raw blocks dropped, held with the specs."""
+        code = TYPES[part.type_name][0]
+        packed = part.native_blocks(lambda raw: self.kernel.q8i_repack(raw, code, part.shape[0], part.shape[1]),
+                                    lambda blocks, ids: self.kernel.q8i_rows(blocks, code, part.shape, ids))
+        return self._hold(packed)
+
     def _matrix(self, weight: Any) -> Matrix:
+        """A projection's parts in q8i's layout (each part's raw blocks handed over, held once)."""
         parts = matrix_parts(weight)
         matrix = Matrix(count=len(parts), cols=parts[0].shape[1])
         for index, part in enumerate(parts):
-            matrix.parts[index] = MatrixPart(self._hold(part.raw).data_ptr(), TYPES[part.type_name][0], part.shape[0])
+            matrix.parts[index] = MatrixPart(self._handed_over(part).data_ptr(), TYPES[part.type_name][0], part.shape[0])
         return matrix
 
     def _spec(self, index: int, layer, pool: KVPool) -> LayerSpec:
@@ -123,6 +143,10 @@ class NativeLayers:
         spec = ctypes_pointer(self.specs, first)
         if self.kernel.layers(spec, count, x.data_ptr(), step):
             raise MemoryError("native llama layer: no memory for its working buffers")
+
+    def logits(self, normed: torch.Tensor) -> torch.Tensor:
+        """fp32 logits of final-normed rows through the q8i head (where :attr:`head` is not None)."""
+        return self.kernel.q8i_matmul(normed, self.head, self.head_type, self.head_rows)
 
     def normed(self, x: torch.Tensor) -> torch.Tensor:
         """The final RMSNorm of x fp32 [rows, hidden]."""

@@ -37,12 +37,12 @@ TEXT_FILES = ["/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/GF
 ROOT = Path(__file__).resolve().parents[2]
 # format: (minimum greedy agreement, largest |perplexity ratio - 1|); measured in the comments
 TOLERANCES = {
-    "q4_1 default": (0.76, 0.25),  # 0.812, +17.8 % (YaRN 32K: see the module docstring)
+    "q4_1 default": (0.76, 0.25),  # 0.813, +18.3 % (YaRN 32K: see the module docstring); 0.812, +17.8 % before q8i
     "int8": (0.92, 0.02),  # 0.948, +0.8 %
     "int4": (0.93, 0.015),  # 0.958, -0.1 %
-    "q8_0 gguf": (0.93, 0.015),  # 0.962, -0.2 %
-    "q4_k_m kquant_writer": (0.82, 0.06),  # 0.865, +3.1 %
-    "q4_k_m llama.cpp": (0.81, 0.06),  # 0.854, +3.6 %
+    "q8_0 gguf": (0.93, 0.015),  # 0.943, -0.1 % with the native layer's q8i; 0.962, -0.2 % before
+    "q4_k_m kquant_writer": (0.82, 0.06),  # 0.863, +3.5 % (q8i); 0.865, +3.1 % before
+    "q4_k_m llama.cpp": (0.81, 0.06),  # 0.855, +4.1 % (q8i); 0.854, +3.6 % before
 }
 
 

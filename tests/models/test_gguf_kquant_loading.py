@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kvgate.core.config import EngineConfig, ModelConfig
+from kvgate.models.cpu_kernels.kquant import TYPES
 from kvgate.models.fingerprint import weights_fingerprint
 from kvgate.models.formats import resolve_source
 from kvgate.models.gguf_kquant_embedding import PackedEmbedding
@@ -70,6 +71,9 @@ def test_q_and_k_rows_are_unpermuted_whole_and_read_as_gguf_py(q4_k_m):
 
 
 def test_packed_weights_hold_exactly_the_files_bytes(q4_k_m):
+    """The file's blocks as they are; where the native layer took them over, its repacked copy: the
+    same bytes in another order but Q4_K's and Q5_K's 6-bit scales and mins widened to bytes (1/36
+    more of a Q4_K block)."""
     from gguf import GGUFReader
 
     path, packed, _ = q4_k_m
@@ -77,7 +81,14 @@ def test_packed_weights_hold_exactly_the_files_bytes(q4_k_m):
     weights = packed.weights
     fields = [weights.lm_head] + [getattr(layer, f) for layer in weights.layers for f in ("qkv", "o", "gate_up", "down")]
     held = sum(tensor.numel() for field in fields for tensor in field.tensors())  # uint8: bytes
-    assert held == sum(int(t.n_bytes) for t in kept)
+    file_bytes = sum(int(t.n_bytes) for t in kept)
+    native = packed.forward.native
+    if native is None:
+        assert held == file_bytes
+        return
+    parts = [part for field in fields for part in (field.parts if isinstance(field, StackedRows) else [field])]
+    assert held == sum(native.kernel.q8i_bytes(TYPES[p.type_name][0], p.shape[0], p.shape[1]) for p in parts)
+    assert file_bytes < held <= file_bytes * (1 + 1 / 36)
 
 
 def test_logits_and_greedy_tokens_match_the_bf16_model(q4_k_m):

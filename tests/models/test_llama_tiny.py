@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kvgate.models.fingerprint import weights_fingerprint
 from tests.models.tiny_models import TINY_CONFIGS, load_tiny, reference_logits
 
 TOLERANCE = 1e-4
@@ -178,9 +179,9 @@ def test_fingerprint_tracks_weights_and_dtype(tiny_models):
     directory, _ = tiny_models["llama_gqa_tied"]
     runtime, again, bf16 = load_tiny(directory), load_tiny(directory), load_tiny(directory, dtype="bf16")
     assert runtime.fingerprint == again.fingerprint != bf16.fingerprint
-    again.weights.layers[1].down[3, 5] += 0.01
-    again._fingerprint = None
-    assert again.fingerprint != runtime.fingerprint
+    again.weights.layers[1].down[3, 5] += 0.01  # the fingerprint of what a load would digest
+    assert weights_fingerprint(again.arch, again.weights, again.dtype) != runtime.weights_print
+    assert runtime.fingerprint.startswith(runtime.weights_print)
 
 
 def test_bf16_runtime_is_close_to_fp32(tiny_models):

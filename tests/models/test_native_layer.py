@@ -3,10 +3,13 @@ it stays to the bf16 torch path, and that it computes the same bits however a pr
 or batched, and in every compiled variant.
 
 Tolerances: greedy top-1 agreement and perplexity on real prose as ``test_weight_formats``' int4
-(measured here on the embedded model with ``native_layers``: 96.9 % and -0.04 %). Its logits on a
-150-token prompt of prose, against bf16's: relative error at most LOGIT_ERROR (measured native 1.3 %,
-the Int4Weight parts path 1.4 %), no logit off by more than LOGIT_MAX_ERROR of the largest |logit|
-(measured native 4.3 % at the served YaRN context, 3.8 % at the trained context, parts 2.8 %).
+(measured here on the embedded model with ``native_layers``: 96.0 % and +0.16 %; 96.9 % and -0.04 %
+before its matmuls took int8 activations, q8i). Its logits on a 150-token prompt of prose, against
+bf16's: relative error at most LOGIT_ERROR (measured native 2.4 %, 1.3 % before q8i; the Int4Weight
+parts path 1.4 %), no logit off by more than LOGIT_MAX_ERROR of the largest |logit| (measured native
+4.3 % at the served YaRN context before q8i, 3.8 % at the trained context, parts 2.8 %). The amx
+variant's bf16 attention products against the fp32 variants: hidden rows within AMX_DISTANCE
+(measured 2.3 %: each activation's rounding to int8 carries a small difference on; 0.3 % before q8i).
 The tiny qwen2 model's: within ``test_gguf_kquant_loading``'s :data:`LOGIT_TOLERANCE`.
 """
 
@@ -37,9 +40,9 @@ from tests.models.tiny_gguf import finish_gguf
 from tests.models.tiny_models import VOCAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not NATIVE, reason="the native Llama layer does not build here")]
-NATIVE_PRINT = "/llama-native1-"
+NATIVE_PRINT = "/llama-native2-"
 HEAD_DIM = HIDDEN // HEADS
-LOGIT_ERROR, LOGIT_MAX_ERROR = 0.02, 0.06
+LOGIT_ERROR, LOGIT_MAX_ERROR, AMX_DISTANCE = 0.03, 0.06, 0.03
 TINY_PROMPT = [int(t) for t in np.random.default_rng(7).integers(3, VOCAB, 150)]
 
 
@@ -139,7 +142,7 @@ def variant_rows(name: str, forward, tokens: torch.Tensor) -> torch.Tensor:
     return torch.cat([rows, step])
 
 
-def test_every_fp32_variant_computes_the_same_bits_and_amx_close_to_them(embedded):
+def test_every_variant_computes_the_same_bits_and_amx_close_to_them(embedded):
     native, _ = embedded
     tokens = torch.tensor(prose_prompt(native, 41))
     missing = [name for name in ("scalar", "avx2", "avx512") if not cpu_has(VARIANTS[name][0])]
@@ -151,7 +154,7 @@ def test_every_fp32_variant_computes_the_same_bits_and_amx_close_to_them(embedde
     if llama_layer_variant("amx") is not None:  # bf16 tile products: its own bits, close to fp32's
         amx = variant_rows("amx", native.forward, tokens)
         assert not torch.equal(amx, rows["scalar"])
-        assert ((amx - rows["scalar"]).norm() / rows["scalar"].norm()).item() < 0.01
+        assert ((amx - rows["scalar"]).norm() / rows["scalar"].norm()).item() < AMX_DISTANCE
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(missing)} (needs {[VARIANTS[n][0] for n in missing]}); "
                     f"{', '.join(present)} agree")

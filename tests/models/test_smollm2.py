@@ -111,11 +111,24 @@ def test_answers_paris(request, fixture):
     assert "Paris" in runtime.tokenizer.decode(answer)
 
 
-def test_bf16_prefill_with_fp32_attention_stays_as_close_to_transformers(smollm2_runtime_bf16, hf_smollm2):
-    """Long bf16 prefills run attention in fp32 on CPUs without AMX (models/prefill_attention.py). Forced on
-    from the first key here, fresh and appended prefill stay as close to transformers' fp32 logits
-    as the all-bf16 path (bf16 logits are ~0.09 off on average, whichever path)."""
-    runtime = smollm2_runtime_bf16
+@pytest.fixture(scope="module")
+def smollm2_torch_bf16(smollm2_model_cache):
+    """The embedded model in bf16 on torch's path (not the native layer, which has its own attention)."""
+    from kvgate.core.config import EngineConfig, ModelConfig
+    from kvgate.models.formats import resolve_source
+    from kvgate.models.loading import load_runtime
+
+    return load_runtime(resolve_source(""), ModelConfig(dtype="bf16", max_context=8192, native_layers=False),
+                        EngineConfig(), smollm2_model_cache)
+
+
+def test_bf16_prefill_with_fp32_attention_stays_as_close_to_transformers(smollm2_torch_bf16, hf_smollm2):
+    """Long bf16 prefills on torch's path run attention in fp32 on CPUs without AMX
+    (models/prefill_attention.py). Forced on from the first key here, fresh and appended prefill stay as
+    close to transformers' fp32 logits as the all-bf16 path (bf16 logits are ~0.09 off on average,
+    whichever path)."""
+    runtime = smollm2_torch_bf16
+    assert runtime.forward.native is None
     tokens = runtime.tokenizer.encode(" ".join(f"item {i} is {i * 37 % 101};" for i in range(60))).ids[:400]
     reference = hf_logits(hf_smollm2, tokens)
     saved = runtime.forward.fp32_attention_keys
