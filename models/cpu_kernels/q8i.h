@@ -20,7 +20,8 @@
    (q8i_avx2.h) and the plain C one here give the same bits.
 
    Packed layout, the file's bytes in another order (Q4_K's and Q5_K's 6-bit scales and mins widened
-   to bytes: 1/64 more there; fp16 scales as the file holds them, converted per use): the rows in
+   to bytes: 4 bytes more a row and super-block, 1/36 of a Q4_K block; fp16 scales as the file holds
+   them, converted per use): the rows in
    groups of 16 (the last padded with zeros), each group its blocks in order, the K-quants' in units
    of a super-block: a header, fp16 d[16] and (Q4_K, Q5_K) dmin[16] of its rows, then its 8 blocks.
    A block (group, b):
