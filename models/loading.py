@@ -9,7 +9,6 @@ them (Llama's by default). A GGUF file is read through its converted Hugging Fac
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from pathlib import Path
@@ -120,23 +119,6 @@ def draft_weights(family: Family, arch, config: dict[str, Any], tensors, weights
 def load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
                  cache_dir: str, family: Family = LLAMA) -> ModelRuntime:
     """The runtime of ``source`` (``cache_dir`` holds converted GGUF weights)."""
-    runtime = _load_runtime(source, model_config, engine_config, cache_dir, family)
-    return_freed_memory()
-    return runtime
-
-
-def return_freed_memory() -> None:
-    """Hands the heap's free pages back to the OS (glibc's malloc_trim): a load frees what it read
-    and converted (the native layer its raw GGUF blocks, once repacked), which would otherwise stay
-    resident (~60 MB after the embedded model's load). Does nothing on another C library."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _load_runtime(source: ModelSource, model_config: ModelConfig, engine_config: EngineConfig,
-                  cache_dir: str, family: Family) -> ModelRuntime:
     if source.architecture and source.architecture not in family.names:
         raise ValueError(f"architecture {source.architecture!r} is not a {family.name} model")
     progress = Progress(os.path.basename(source.path.rstrip("/")) or source.path)

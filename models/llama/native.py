@@ -63,9 +63,8 @@ class NativeLayers:
         self.cos = self.sin = torch.empty(0, 2 * inv_freq.shape[0])
         self.keep: list[torch.Tensor] = []  # every tensor a spec points into, alive as long as the specs
         self.final_norm = self._hold(weights.norm.float())
+        self.head_weight = weights.lm_head
         self.head = self._head(weights)
-        head = weights.lm_head
-        self.head_type, self.head_rows = (TYPES[head.type_name][0], head.shape[0]) if self.head is not None else (-1, 0)
         self.specs = (LayerSpec * arch.layers)(*(self._spec(i, layer, pool) for i, layer in enumerate(weights.layers)))
 
     def _hold(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -146,7 +145,8 @@ class NativeLayers:
 
     def logits(self, normed: torch.Tensor) -> torch.Tensor:
         """fp32 logits of final-normed rows through the q8i head (where :attr:`head` is not None)."""
-        return self.kernel.q8i_matmul(normed, self.head, self.head_type, self.head_rows)
+        head = self.head_weight
+        return self.kernel.q8i_matmul(normed, self.head, TYPES[head.type_name][0], head.shape[0])
 
     def normed(self, x: torch.Tensor) -> torch.Tensor:
         """The final RMSNorm of x fp32 [rows, hidden]."""

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(llama_layer_variant("scalar") is None, reason="n
 RUNNABLE = [name for name, (cpu_flags, _) in VARIANTS.items() if build.cpu_has(cpu_flags)]
 ROW_COUNTS = (*range(1, 10), 17, 33)  # every remainder of the 8-row tile, and several tiles
 OUT = 37  # a partial group of 16; COLS (768): three K-quant super-blocks, 24 blocks of 32
-BLOCKS_OF_32 = {"Q8_0": 128, "Q4_0": 8, "Q4_1": 0, "Q5_0": 16, "Q5_1": 0}  # type: offset o of the definition
+BLOCKS_OF_32 = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the definition is written out here for these
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_rows_with_infinity_and_nan_give_every_variant_the_same_bits(samples):
     results = [matmul(variant, odd, weights["Q5_0"], "Q5_0") for variant in RUNNABLE]
     for got in results[1:]:
         assert torch.equal(bits(got), bits(results[0]))
-    assert torch.isfinite(results[0][:, :]).sum() < results[0].numel()  # the odd values do reach the outputs
+    assert torch.isfinite(results[0]).sum() < results[0].numel()  # the odd values do reach the outputs
 
 
 @pytest.mark.parametrize("type_name", list(TYPES))
